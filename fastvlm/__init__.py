@@ -1,0 +1,10 @@
+"""FastVLM on CPU: an in-process streaming engine (ONNX Runtime vision + llama.cpp language model)."""
+
+from .config import EngineConfig, GenerationOptions
+from .events import Busy, Done, Event, FirstToken, InputError, ModelFileError, Notice, Request, Result, Stats, TextDelta
+from .prompt import Turn
+
+__all__ = [
+    "Busy", "Done", "EngineConfig", "Event", "FirstToken", "GenerationOptions", "InputError", "ModelFileError",
+    "Notice", "Request", "Result", "Stats", "TextDelta", "Turn",
+]

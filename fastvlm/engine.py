@@ -1,0 +1,223 @@
+"""The FastVLM engine: one image + question in, a stream of typed events out.
+
+Single flight: one inference at a time across all threads. `stream()` waits for its turn
+(or raises `Busy` at once with `wait=0`), `prepare()` only runs when the engine is idle
+and gives way to any real request within one prefill chunk. The engine keeps no per-user
+state; image embeddings and KV snapshots are caches keyed by content.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import numpy as np
+
+from . import plan as planner
+from . import preprocess
+from .config import EngineConfig, check_resolution
+from .events import Busy, Done, Event, FirstToken, Notice, Request, Result, Stats, StopReason, TextDelta
+from .kv import Image
+from .lm import Cancelled, LanguageModel
+from .textstream import StopMatcher, Utf8Stream
+from .vision import VisionEncoder
+
+log = logging.getLogger(__name__)
+
+
+class _LRU(OrderedDict):
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+
+    def get_fresh(self, key):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return None
+
+    def put(self, key, value) -> None:
+        if self.capacity <= 0:
+            return
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.capacity:
+            self.popitem(last=False)
+
+
+class Engine:
+    def __init__(self, vision: VisionEncoder, lm: LanguageModel, config: EngineConfig, clock=time.perf_counter):
+        self.vision, self.lm, self.config = vision, lm, config
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._guard = threading.Lock()
+        self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
+        self._embeddings = _LRU(config.embedding_cache)
+
+    @classmethod
+    def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
+        """Load both models, check they belong together, and warm them up."""
+        from .lm import LlamaLM
+        from .vision import OnnxVision
+
+        lm = LlamaLM.load(config)
+        try:
+            vision = OnnxVision.load(config.vision_path, config.threads, expect_dim=lm.n_embd, llm_path=config.llm_path)
+        except Exception:
+            lm.close()
+            raise
+        engine = cls(vision, lm, config)
+        if warm_up:
+            engine.warm_up()
+        return engine
+
+    def warm_up(self) -> None:
+        """One encode at the default resolution and a prefill of the system prompt (which stays cached)."""
+        size = self.config.resolution
+        emb = self.vision.encode(np.zeros((1, 3, size, size), np.float32))
+        parts = planner.prefix_parts(Image("warm-up", emb[:1]), self.lm.tokenize)
+        self.lm.prefill(parts[:1], logits=False)
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    # -- single flight --------------------------------------------------------
+    @contextmanager
+    def _turn(self, wait: float | None):
+        with self._guard:
+            self._waiting += 1
+        try:
+            got = self._lock.acquire(timeout=-1 if wait is None else max(wait, 0))
+        finally:
+            with self._guard:
+                self._waiting -= 1
+        if not got:
+            raise Busy("the engine is answering another request; try again in a moment")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _preempted(self) -> bool:
+        return self._waiting > 0
+
+    # -- requests -------------------------------------------------------------
+    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
+        """Events for one request. `wait`: seconds to wait for the engine (None: as long as it takes,
+        0: raise `Busy` at once). Closing the generator stops decoding and frees the engine."""
+        t0 = self._clock()
+        with self._turn(wait):
+            yield from self._run(request, t0)
+
+    def answer(self, request: Request, wait: float | None = None) -> Result:
+        parts: list[str] = []
+        notices: list[str] = []
+        stats = Stats()
+        for ev in self.stream(request, wait):
+            if isinstance(ev, TextDelta):
+                parts.append(ev.text)
+            elif isinstance(ev, Notice):
+                notices.append(ev.message)
+            elif isinstance(ev, Done):
+                stats = ev.stats
+        return Result("".join(parts), stats, tuple(notices))
+
+    def prepare(self, image, resolution: int | None = None) -> bool:
+        """Encode `image` and prefill system prompt + image while idle. False if busy or preempted."""
+        if self._waiting or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            img, _, _ = self._embed(image, resolution)
+            if self._preempted():
+                return False
+            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize), should_stop=self._preempted, logits=False)
+            return True
+        except Cancelled:
+            return False
+        finally:
+            self._lock.release()
+
+    def _embed(self, image, resolution: int | None) -> tuple[Image, float, float]:
+        """The image's embeddings from the cache or the encoder; returns (image, preprocess s, encode s)."""
+        size = check_resolution(resolution or self.config.resolution)
+        t = self._clock()
+        pil = preprocess.load_image(image, self.config.max_image_pixels)
+        key = f"{preprocess.image_key(pil)}@{size}"
+        emb = self._embeddings.get_fresh(key)
+        if emb is not None:
+            return Image(key, emb), self._clock() - t, 0.0
+        pixels = preprocess.to_pixels(pil, size)  # (1, 3, S, S)
+        t_pre = self._clock() - t
+        t = self._clock()
+        emb = self.vision.encode(pixels)  # (N, D)
+        t_enc = self._clock() - t
+        self._embeddings.put(key, emb)
+        return Image(key, emb), t_pre, t_enc
+
+    def _run(self, request: Request, t0: float) -> Iterator[Event]:
+        opts = request.options
+        img, t_pre, t_enc = self._embed(request.image, request.resolution)
+        budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
+        p = planner.plan(request.question, request.history, img, self.lm.tokenize, budget)
+        for message in p.notices:
+            yield Notice(message)
+        if not self.config.kv_reuse:
+            self.lm.reset()
+        t = self._clock()
+        reused = self.lm.prefill(p.parts)
+        t_prefill = self._clock() - t
+        stats = Stats(preprocess_s=t_pre, encode_s=t_enc, prefill_s=t_prefill, prompt_tokens=p.positions,
+                      image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc == 0.0)
+        yield from self._decode(request, stats, t0)
+
+    def _decode(self, request: Request, stats: Stats, t0: float) -> Iterator[Event]:
+        opts = request.options
+        seed = opts.seed if opts.seed is not None else random.getrandbits(32)
+        text, stops = Utf8Stream(), StopMatcher(opts.stop)
+        n_new, ttft, t_first = 0, 0.0, 0.0
+        reason: StopReason = "context_full"
+        tokens = self.lm.generate(opts, seed)
+        try:
+            for token in tokens:
+                if n_new == 0:
+                    t_first = self._clock()
+                    ttft = t_first - t0
+                    yield FirstToken(ttft)
+                n_new += 1
+                end = self.lm.stop_reason(token)
+                if end is not None:
+                    reason = end
+                    break
+                out, hit = stops.feed(text.feed(self.lm.piece(token)))
+                if out:
+                    yield TextDelta(out)
+                if hit:
+                    reason = "stop_string"
+                    break
+                if n_new >= opts.max_new_tokens:
+                    reason = "max_tokens"
+                    break
+        finally:
+            tokens.close()
+        if reason != "stop_string":
+            out, hit = stops.feed(text.flush())
+            out += "" if hit else stops.flush()
+            if out:
+                yield TextDelta(out)
+        t_end = self._clock()
+        yield Done(replace(stats, ttft_s=ttft, decode_s=t_end - t_first if n_new else 0.0,
+                            total_s=t_end - t0, new_tokens=n_new, stop_reason=reason))
+
+    def close(self) -> None:
+        with self._lock:
+            for part in (self.lm, self.vision):
+                close = getattr(part, "close", None)
+                if close:
+                    close()

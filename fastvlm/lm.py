@@ -1,0 +1,249 @@
+"""The Qwen2 language model as a GGUF in llama.cpp, fed text tokens and image vectors.
+
+llama-cpp-python's high-level API cannot take raw embeddings, so this drives the low-level
+batch API: prefill in chunks (tokens, then image vectors through `batch.embd`, then tokens),
+sample with llama.cpp's own sampler chain, and reuse the KV cache across requests.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from .config import EngineConfig, GenerationOptions
+from .events import ModelFileError, StopReason
+from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, identities
+
+log = logging.getLogger(__name__)
+
+IM_END = "<|im_end|>"
+
+
+class Cancelled(Exception):
+    """A prefill was stopped between chunks because `should_stop()` said so."""
+
+
+class LanguageModel(Protocol):
+    n_embd: int
+    n_ctx: int
+
+    def tokenize(self, text: str, *, special: bool) -> list[int]: ...
+
+    def prefill(self, parts: Sequence[Part], should_stop: Callable[[], bool] | None = None, logits: bool = True) -> int:
+        """Make the context hold exactly `parts`; returns how many positions were reused.
+
+        With `logits` the last position is always evaluated, so `generate()` can sample after it.
+        """
+
+    def generate(self, options: GenerationOptions) -> Iterator[int]:
+        """Sample after the prefilled prompt; each further `next()` first evaluates the last token."""
+
+    def piece(self, token: int) -> bytes: ...
+
+    def stop_reason(self, token: int) -> StopReason | None: ...
+
+
+def _check_gguf(path: Path) -> None:
+    if not path.is_file():
+        raise ModelFileError(f"language model not found: {path} (pass --llm PATH or --models DIR)")
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ModelFileError(f"{path} is not a GGUF file; re-download it or pass the right --llm PATH")
+
+
+def build_sampler(llama_cpp, vocab_size: int, options: GenerationOptions, seed: int):
+    chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+    add = lambda s: llama_cpp.llama_sampler_chain_add(chain, s)  # noqa: E731
+    if options.repeat_penalty != 1.0:
+        add(llama_cpp.llama_sampler_init_penalties(vocab_size, 64, options.repeat_penalty, 0.0, 0.0))
+    if options.temperature <= 0:
+        add(llama_cpp.llama_sampler_init_greedy())
+        return chain
+    if options.top_k > 0:
+        add(llama_cpp.llama_sampler_init_top_k(options.top_k))
+    if options.top_p < 1.0:
+        add(llama_cpp.llama_sampler_init_top_p(options.top_p, 1))
+    add(llama_cpp.llama_sampler_init_temp(options.temperature))
+    add(llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
+    return chain
+
+
+class LlamaLM:
+    """Owns a llama model + context + two reusable batches. Build it with `load()`; `close()` frees it."""
+
+    def __init__(self, llama_cpp, model, ctx, config: EngineConfig):
+        self._ll = llama_cpp
+        self._model, self._ctx = model, ctx
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self.n_embd = llama_cpp.llama_model_n_embd(model)
+        self.n_ctx = llama_cpp.llama_n_ctx(ctx)
+        self.n_batch = config.n_batch
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self._tok_batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._emb_batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
+        self._held: list = []  # identities of the positions in the KV cache, in order
+        self._snapshots = SnapshotStore(config.kv_snapshots)
+        self._buf = ctypes.create_string_buffer(256)
+        ids = self.tokenize(IM_END, special=True)
+        self.im_end = ids[0] if len(ids) == 1 else None
+        if self.im_end is None:
+            log.warning("%s is not one token in this vocabulary: stopping on end-of-text only", IM_END)
+
+    @classmethod
+    def load(cls, config: EngineConfig) -> "LlamaLM":
+        path = Path(config.llm_path)
+        _check_gguf(path)
+        import llama_cpp
+
+        logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its C log callback obeys this
+        llama_cpp.llama_backend_init()
+        mparams = llama_cpp.llama_model_default_params()
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+        if not model:
+            raise ModelFileError(f"llama.cpp could not load {path}: a broken or unsupported GGUF; re-download it")
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = config.n_ctx
+        cparams.n_batch = cparams.n_ubatch = config.n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = cparams.n_threads_batch = config.threads
+        cparams.flash_attn_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO, True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                                   False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[config.flash_attn]
+        if config.kv_f32:
+            cparams.type_k = cparams.type_v = llama_cpp.GGML_TYPE_F32
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            llama_cpp.llama_model_free(model)
+            raise ModelFileError(f"llama.cpp could not create a context for {path} (n_ctx={config.n_ctx}); lower n_ctx")
+        return cls(llama_cpp, model, ctx, config)
+
+    # -- text ---------------------------------------------------------------
+    def tokenize(self, text: str, *, special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (self._ll.llama_token * n_max)()
+        n = self._ll.llama_tokenize(self._vocab, data, len(data), buf, n_max, False, special)
+        if n < 0:
+            buf = (self._ll.llama_token * -n)()
+            n = self._ll.llama_tokenize(self._vocab, data, len(data), buf, -n, False, special)
+        return list(buf[:n])
+
+    def piece(self, token: int) -> bytes:
+        n = self._ll.llama_token_to_piece(self._vocab, token, self._buf, len(self._buf), 0, False)
+        if n < 0:
+            self._buf = ctypes.create_string_buffer(-n)
+            n = self._ll.llama_token_to_piece(self._vocab, token, self._buf, len(self._buf), 0, False)
+        return self._buf.raw[:n]
+
+    def stop_reason(self, token: int) -> StopReason | None:
+        if token == self.im_end:
+            return "end_of_turn"
+        if self._ll.llama_vocab_is_eog(self._vocab, token):
+            return "end_of_text"
+        return None
+
+    # -- prefill ------------------------------------------------------------
+    def prefill(self, parts: Sequence[Part], should_stop: Callable[[], bool] | None = None, logits: bool = True) -> int:
+        wanted = identities(parts)
+        if not wanted:
+            raise ValueError("empty prompt")
+        if len(wanted) > self.n_ctx:
+            raise ValueError(f"prompt of {len(wanted)} positions exceeds the context of {self.n_ctx}")
+        keep = common_prefix(self._held, wanted)
+        snap = self._snapshots.best(wanted, better_than=keep)
+        if snap is not None:
+            self._restore(snap)
+            keep = len(snap.ids)
+        if logits:
+            keep = min(keep, len(wanted) - 1)  # the last position is evaluated again, for its logits
+        self._truncate(keep)
+        todo = chunks(parts, keep, self.n_batch)
+        for i, chunk in enumerate(todo):
+            if should_stop is not None and should_stop():
+                raise Cancelled()
+            self._decode(chunk, logits=logits and i == len(todo) - 1)
+            if chunk.ends_image:
+                self._save_snapshot()
+        return keep
+
+    def _truncate(self, keep: int) -> None:
+        if keep < len(self._held):
+            if not self._ll.llama_memory_seq_rm(self._mem, 0, keep, -1):
+                self.reset()
+                keep = 0
+            del self._held[keep:]
+
+    def reset(self) -> None:
+        """Forget the KV cache contents (not the snapshots)."""
+        self._ll.llama_memory_clear(self._mem, True)
+        self._held.clear()
+
+    def _decode(self, chunk: Chunk, logits: bool) -> None:
+        n = len(chunk)
+        if chunk.start != len(self._held):
+            raise RuntimeError(f"internal: chunk at {chunk.start}, context holds {len(self._held)}")
+        batch = self._tok_batch if chunk.embeddings is None else self._emb_batch
+        if chunk.embeddings is None:
+            for i, t in enumerate(chunk.tokens):
+                batch.token[i] = t
+        else:
+            emb = np.ascontiguousarray(chunk.embeddings, dtype=np.float32)  # (n, D)
+            ctypes.memmove(batch.embd, emb.ctypes.data, emb.nbytes)
+        for i in range(n):
+            batch.pos[i] = chunk.start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 0
+        batch.logits[n - 1] = int(logits)
+        batch.n_tokens = n
+        rc = self._ll.llama_decode(self._ctx, batch)
+        if rc != 0:
+            self.reset()
+            raise RuntimeError(f"llama_decode failed (code {rc}) at position {chunk.start} with {n} positions")
+        self._held.extend(chunk.identities())
+
+    # -- snapshots ----------------------------------------------------------
+    def _save_snapshot(self) -> None:
+        ids = tuple(self._held)
+        if ids in self._snapshots:
+            return
+        size = self._ll.llama_state_seq_get_size(self._ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        n = self._ll.llama_state_seq_get_data(self._ctx, buf, size, 0)
+        self._snapshots.put(Snapshot(ids, bytes(buf[:n])))
+
+    def _restore(self, snap: Snapshot) -> None:
+        self._ll.llama_memory_seq_rm(self._mem, 0, -1, -1)
+        data = (ctypes.c_uint8 * len(snap.data)).from_buffer_copy(snap.data)
+        if self._ll.llama_state_seq_set_data(self._ctx, data, len(snap.data), 0) == 0:
+            self.reset()
+            raise RuntimeError("restoring a KV snapshot failed")
+        self._held = list(snap.ids)
+
+    # -- decode -------------------------------------------------------------
+    def generate(self, options: GenerationOptions, seed: int = 0) -> Iterator[int]:
+        sampler = build_sampler(self._ll, self.n_vocab, options, seed)
+        try:
+            while True:
+                token = self._ll.llama_sampler_sample(sampler, self._ctx, -1)
+                yield token
+                if len(self._held) >= self.n_ctx:
+                    return
+                self._decode(Chunk(len(self._held), tokens=(token,)), logits=True)
+        finally:
+            self._ll.llama_sampler_free(sampler)
+
+    def close(self) -> None:
+        if self._ctx is None:
+            return
+        self._ll.llama_batch_free(self._tok_batch)
+        self._ll.llama_batch_free(self._emb_batch)
+        self._ll.llama_free(self._ctx)
+        self._ll.llama_model_free(self._model)
+        self._ctx = self._model = None
+        self._snapshots.clear()

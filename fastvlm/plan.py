@@ -1,0 +1,78 @@
+"""From a conversation to the positions llama.cpp is fed: tokenize, splice the image, fit the context."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import prompt
+from .kv import Image, Part, Tokens
+from .prompt import Segment, Turn
+
+Tokenize = Callable[..., list[int]]  # (text, *, special) -> ids
+
+
+@dataclass(frozen=True)
+class Plan:
+    parts: tuple[Part, ...]
+    positions: int
+    notices: tuple[str, ...] = ()
+
+
+def tokenize_segments(segments: tuple[Segment, ...], tokenize: Tokenize) -> list[list[int] | None]:
+    """Token ids per segment (None for the image slot). Template markers are special; user text never is."""
+    return [None if s.kind == "image" else tokenize(s.text, special=s.kind == "template") for s in segments]
+
+
+def to_parts(token_lists: list[list[int] | None], image: Image) -> tuple[Part, ...]:
+    parts: list[Part] = []
+    run: list[int] = []
+    for ids in token_lists:
+        if ids is None:
+            parts += [Tokens(tuple(run)), image]
+            run = []
+        else:
+            run += ids
+    if run:
+        parts.append(Tokens(tuple(run)))
+    return tuple(p for p in parts if not (isinstance(p, Tokens) and not p.ids))
+
+
+def prefix_parts(image: Image, tokenize: Tokenize) -> tuple[Part, ...]:
+    """System prompt + image: what `prepare()` puts in the KV cache before the question is known."""
+    head = prompt.build("")[:2]
+    return to_parts(tokenize_segments(head, tokenize), image)
+
+
+def _count(token_lists: list[list[int] | None], n_image: int) -> int:
+    return sum(n_image if ids is None else len(ids) for ids in token_lists)
+
+
+def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int) -> Plan:
+    """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question."""
+    n_image = len(image.embeddings)
+    notices: list[str] = []
+    dropped = 0
+    while True:
+        kept = history[dropped:]
+        lists = tokenize_segments(prompt.build(question, kept), tokenize)
+        total = _count(lists, n_image)
+        if total <= budget or not kept:
+            break
+        dropped += 1
+    if dropped:
+        notices.append(f"The conversation was too long for the context: the {dropped} oldest turn(s) were left out.")
+    if total > budget:
+        q = _question_index(lists)
+        keep = len(lists[q]) - (total - budget)
+        if keep < 1:
+            raise ValueError(f"the image alone needs {total - len(lists[q])} of {budget} positions; lower the resolution")
+        notices.append(f"The question was too long and was cut to its first {keep} tokens.")
+        lists[q] = lists[q][:keep]
+        total = budget
+    return Plan(to_parts(lists, image), total, tuple(notices))
+
+
+def _question_index(lists: list[list[int] | None]) -> int:
+    """The last user segment is the question; it sits just before the closing template segment."""
+    return len(lists) - 2

@@ -1,0 +1,74 @@
+"""Qwen2 ChatML prompts for FastVLM, as data.
+
+A prompt is a tuple of `Segment`s: template text (its `<|...|>` markers are
+special tokens), user text (tokenized as plain text, never as markers), and
+one image slot where the N image vectors go.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+SYSTEM = "You are a helpful assistant."
+IMAGE = "<image>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+DEFAULT_QUESTION = "Describe the image."
+
+SegmentKind = Literal["template", "user", "image"]
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: SegmentKind
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished exchange of a conversation."""
+
+    question: str
+    answer: str
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_user_text(text: str) -> str:
+    """Drop NULs and control characters (tabs and newlines stay); strip outer whitespace."""
+    return _CONTROL.sub("", text).strip()
+
+
+def question_or_default(question: str) -> str:
+    return clean_user_text(question) or DEFAULT_QUESTION
+
+
+def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM) -> tuple[Segment, ...]:
+    """The whole prompt: the image turn is the first turn; later turns are text only."""
+    turns = [*((t.question, t.answer) for t in history), (question, None)]
+    segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n{IM_START}user\n"), Segment("image")]
+    for i, (q, a) in enumerate(turns):
+        opener = "\n" if i == 0 else f"{IM_START}user\n"
+        segs += [Segment("template", opener), Segment("user", question_or_default(q))]
+        segs.append(Segment("template", f"{IM_END}\n{IM_START}assistant\n"))
+        if a is not None:
+            segs += [Segment("user", a), Segment("template", f"{IM_END}\n")]
+    return tuple(_merge(segs))
+
+
+def _merge(segs: list[Segment]) -> list[Segment]:
+    """Join neighbouring template segments so each is tokenized in one piece."""
+    out: list[Segment] = []
+    for s in segs:
+        if out and s.kind == "template" and out[-1].kind == "template":
+            out[-1] = Segment("template", out[-1].text + s.text)
+        else:
+            out.append(s)
+    return out
+
+
+def render(segments: tuple[Segment, ...]) -> str:
+    """The prompt as one string, with `<image>` where the image goes (for logs and tests)."""
+    return "".join(IMAGE if s.kind == "image" else s.text for s in segments)

@@ -1,0 +1,131 @@
+"""`python -m fastvlm predict | synth | eval | bench`: the command line. Flags and environment live here only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from .config import EngineConfig, GenerationOptions, physical_cores
+from .events import Done, FirstToken, InputError, ModelFileError, Notice, Request, TextDelta
+
+log = logging.getLogger("fastvlm")
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    g = p.add_argument_group("model")
+    g.add_argument("--vision", type=Path, default=env("FASTVLM_VISION"), help="vision encoder .onnx [FASTVLM_VISION]")
+    g.add_argument("--llm", type=Path, default=env("FASTVLM_LLM"), help="language model .gguf [FASTVLM_LLM]")
+    g.add_argument("--models", type=Path, default=env("FASTVLM_MODELS"),
+                   help="folder holding vision.onnx + llm.gguf [FASTVLM_MODELS]")
+    g.add_argument("--no-download", action="store_true", help="never download weights")
+    g.add_argument("--resolution", type=int, default=int(env("FASTVLM_RESOLUTION", "1024")),
+                   help="image size: 1024 (trained, accurate) or 512 (faster, fine text suffers)")
+    g.add_argument("--threads", type=int, default=int(env("FASTVLM_THREADS", "0")) or physical_cores(),
+                   help="CPU threads (default: physical cores)")
+    g.add_argument("--n-ctx", type=int, default=4096, help="context length in positions")
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    from .models import resolve
+
+    paths = resolve(args.vision, args.llm, args.models, download=not args.no_download)
+    return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution,
+                        threads=args.threads, n_ctx=args.n_ctx)
+
+
+def load_engine(args: argparse.Namespace):
+    from .engine import Engine
+
+    return Engine.load(engine_config(args))
+
+
+def _predict_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image", required=True, type=Path)
+    p.add_argument("--prompt", default="Describe the image.")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--json", action="store_true", help="print one JSON object with the answer and timings")
+    add_model_arguments(p)
+
+
+def predict(args: argparse.Namespace) -> int:
+    engine = load_engine(args)
+    opts = GenerationOptions(max_new_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+    text, notices, stats = [], [], None
+    try:
+        for ev in engine.stream(Request(args.image, args.prompt, options=opts)):
+            if isinstance(ev, TextDelta):
+                text.append(ev.text)
+                if not args.json:
+                    print(ev.text, end="", flush=True)
+            elif isinstance(ev, Notice):
+                notices.append(ev.message)
+                log.warning("%s", ev.message)
+            elif isinstance(ev, FirstToken):
+                log.debug("first token after %.3f s", ev.ttft_s)
+            elif isinstance(ev, Done):
+                stats = ev.stats
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps({"answer": "".join(text), "notices": notices, **asdict(stats),
+                          "tokens_per_s": stats.tokens_per_s}, indent=2))
+    else:
+        print(f"\n\nTTFT {stats.ttft_s * 1000:.0f} ms (preprocess {stats.preprocess_s * 1000:.0f}, encode "
+              f"{stats.encode_s * 1000:.0f}, prefill {stats.prefill_s * 1000:.0f}) · decode {stats.tokens_per_s:.1f} "
+              f"tok/s · {stats.new_tokens} tokens · {stats.stop_reason}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m fastvlm", description="FastVLM on CPU")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _predict_arguments(sub.add_parser("predict", help="answer one question about one image"))
+    from . import synth
+    from .eval import cli as eval_cli
+
+    synth.add_arguments(sub.add_parser("synth", help="write random-weight models for tests and benchmarks"))
+    p = sub.add_parser("eval", help="score answers on POPE, GQA, TextVQA or OCRBench (local JSONL)")
+    add_model_arguments(p)  # before eval's own flags: it reuses --resolution
+    eval_cli.add_arguments(p)
+    eval_cli.add_convert_arguments(sub.add_parser("eval-convert", help="turn a public dataset's files into eval JSONL"))
+    return parser
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .eval import cli as eval_cli
+
+    return eval_cli.run(args, load_engine)
+
+
+def _eval_convert(args: argparse.Namespace) -> int:
+    from .eval import cli as eval_cli
+
+    return eval_cli.run_convert(args)
+
+
+def _synth(args: argparse.Namespace) -> int:
+    from . import synth
+
+    return synth.run(args)
+
+
+COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except (ModelFileError, InputError) as e:
+        log.error("%s", e)
+        return 2

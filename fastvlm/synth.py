@@ -1,0 +1,300 @@
+"""Random-weight models the project builds itself: a vision ONNX and a Qwen2 GGUF.
+
+They follow the real FastVLM contract (pixel_values (1,3,H,W) -> image_features
+(1,(H/64)*(W/64),D); a `qwen2` GGUF with hidden size D and a ChatML byte-level
+BPE tokenizer), so the whole engine runs on them without downloading anything.
+`tiny` builds in well under a second for tests; `0.5b` has Qwen2-0.5B's real
+shapes (quantized to Q4_K_M) for timing the engine.
+
+    python -m fastvlm synth --out DIR [--shape tiny|0.5b] [--seed N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fastvlm.config import PATCH
+from fastvlm.synth_tokenizer import CHAT_TEMPLATE, Vocab, build_vocab
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+STEM = 32  # channels of the stride-4 stem when a shape has extra 3x3 convs
+
+
+@dataclass(frozen=True)
+class SynthPaths:
+    vision: Path
+    llm: Path
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Sizes of one synthetic model pair."""
+
+    layers: int
+    hidden: int  # D: LM embedding size = vision output size
+    heads: int
+    kv_heads: int
+    intermediate: int
+    context: int  # metadata only; the engine picks its own n_ctx
+    vocab_size: int | None  # None: just the learned tokens and the specials
+    init_std: float  # std of random matrices and embeddings; norms are 1
+    vision_channels: int  # C: channels of the 64x64 patch conv
+    vision_convs: int  # extra 3x3 convs (0: a single patch conv)
+    f16: bool  # write weight matrices in F16 instead of F32
+    quantize: bool  # quantize to Q4_K_M with llama.cpp afterwards
+
+
+SHAPES = {
+    "tiny": Shape(2, 64, 4, 2, 128, 4096, None, 0.2, 32, 0, f16=False, quantize=False),
+    "0.5b": Shape(24, 896, 14, 2, 4864, 32768, 151936, 0.02, 256, 2, f16=True, quantize=True),
+}
+ROPE_THETA = 1e6
+RMS_EPS = 1e-6
+
+
+def write_models(out_dir: Path, shape: str = "tiny", seed: int = 0) -> SynthPaths:
+    """Write `out_dir/vision.onnx` and `out_dir/llm.gguf`; the same seed gives the same bytes."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; choose one of {', '.join(SHAPES)}")
+    s = SHAPES[shape]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = SynthPaths(out_dir / "vision.onnx", out_dir / "llm.gguf")
+    t0 = time.perf_counter()
+    write_vision(paths.vision, s, np.random.default_rng([seed, 1]))
+    t1 = time.perf_counter()
+    vocab = build_vocab(vocab_size=s.vocab_size)
+    if s.quantize:
+        tmp = paths.llm.with_name(paths.llm.name + ".f16.tmp")
+        try:
+            write_llm(tmp, s, vocab, np.random.default_rng([seed, 0]), name=f"fastvlm-synth-{shape}")
+            quantize_q4_k_m(tmp, paths.llm)
+        finally:
+            tmp.unlink(missing_ok=True)
+    else:
+        write_llm(paths.llm, s, vocab, np.random.default_rng([seed, 0]), name=f"fastvlm-synth-{shape}")
+    t2 = time.perf_counter()
+    log.info("synth %s seed %d: vision %.2fs, llm %.2fs (%d tokens)", shape, seed, t1 - t0, t2 - t1, len(vocab.tokens))
+    return paths
+
+
+# ---- language model ----------------------------------------------------------
+
+
+def _gguf():
+    try:
+        import gguf
+    except ImportError as e:
+        raise ImportError("building synthetic models needs the gguf package: pip install 'gguf==0.19.0'") from e
+    return gguf
+
+
+def _matrix(rng: np.random.Generator, rows: int, cols: int, s: Shape) -> np.ndarray:
+    w = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(s.init_std)  # (out, in)
+    return w.astype(np.float16) if s.f16 else w
+
+
+def _llm_tensors(s: Shape, n_vocab: int, rng: np.random.Generator):
+    """(name, array) in file order; numpy shapes are (out, in), GGUF stores them reversed."""
+    gguf = _gguf()
+    names = gguf.TENSOR_NAMES
+    T = gguf.MODEL_TENSOR
+    head_dim = s.hidden // s.heads
+    kv = s.kv_heads * head_dim
+    ones = np.ones(s.hidden, dtype=np.float32)
+    yield names[T.TOKEN_EMBD] + ".weight", _matrix(rng, n_vocab, s.hidden, s)  # (V, D); tied: also the output head
+    for i in range(s.layers):
+        def n(t):
+            return names[t].format(bid=i)
+
+        yield n(T.ATTN_NORM) + ".weight", ones
+        for t, rows in ((T.ATTN_Q, s.hidden), (T.ATTN_K, kv), (T.ATTN_V, kv)):
+            yield n(t) + ".weight", _matrix(rng, rows, s.hidden, s)
+            yield n(t) + ".bias", rng.standard_normal(rows, dtype=np.float32) * np.float32(s.init_std)
+        yield n(T.ATTN_OUT) + ".weight", _matrix(rng, s.hidden, s.hidden, s)
+        yield n(T.FFN_NORM) + ".weight", ones
+        yield n(T.FFN_GATE) + ".weight", _matrix(rng, s.intermediate, s.hidden, s)
+        yield n(T.FFN_UP) + ".weight", _matrix(rng, s.intermediate, s.hidden, s)
+        yield n(T.FFN_DOWN) + ".weight", _matrix(rng, s.hidden, s.intermediate, s)
+    yield names[T.OUTPUT_NORM] + ".weight", ones
+
+
+def write_llm(path: Path, s: Shape, vocab: Vocab, rng: np.random.Generator, name: str) -> None:
+    """A `qwen2` GGUF with tied embeddings (llama.cpp reuses token_embd as the output head)."""
+    gguf = _gguf()
+    w = gguf.GGUFWriter(path, "qwen2")
+    w.add_name(name)
+    w.add_context_length(s.context)
+    w.add_embedding_length(s.hidden)
+    w.add_block_count(s.layers)
+    w.add_feed_forward_length(s.intermediate)
+    w.add_head_count(s.heads)
+    w.add_head_count_kv(s.kv_heads)
+    w.add_rope_freq_base(ROPE_THETA)
+    w.add_layer_norm_rms_eps(RMS_EPS)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if s.f16 else gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(list(vocab.tokens))
+    w.add_token_types(list(vocab.types))
+    w.add_token_merges(list(vocab.merges))
+    w.add_eos_token_id(vocab.im_end)
+    w.add_bos_token_id(vocab.endoftext)
+    w.add_pad_token_id(vocab.endoftext)
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHAT_TEMPLATE)
+    for tensor_name, array in _llm_tensors(s, len(vocab.tokens), rng):
+        w.add_tensor(tensor_name, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def quantize_q4_k_m(src: Path, dst: Path) -> None:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise ImportError("quantizing the 0.5b model needs llama-cpp-python: pip install llama-cpp-python") from e
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    params.nthread = os.cpu_count() or 1
+    native_log = logging.getLogger("llama-cpp-python")  # llama.cpp prints one line per tensor at INFO
+    level = native_log.level
+    native_log.setLevel(logging.ERROR)
+    try:
+        rc = llama_cpp.llama_model_quantize(os.fsencode(src), os.fsencode(dst), ctypes.byref(params))
+    finally:
+        native_log.setLevel(level)
+    if rc != 0:
+        raise RuntimeError(f"llama.cpp could not quantize {src} to {dst} (code {rc})")
+
+
+# ---- vision encoder ----------------------------------------------------------
+
+
+def write_vision(path: Path, s: Shape, rng: np.random.Generator) -> None:
+    import onnx  # a dev dependency, like gguf
+
+    onnx.save(build_vision(s, rng), path)
+
+
+def build_vision(s: Shape, rng: np.random.Generator):
+    """pixel_values (1,3,H,W) in [0,1] -> image_features (1,(H/64)*(W/64),D), D = s.hidden.
+
+    Convs down to one vector per 64x64 patch, a LayerNorm, then a two-layer GELU
+    projector whose output has the token embeddings' scale (std = init_std).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits, nodes = [], []
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
+        return name
+
+    def he(*shape: int) -> np.ndarray:
+        fan_in = int(np.prod(shape[1:]))
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
+
+    def conv(x: str, name: str, c_in: int, c_out: int, k: int, stride: int, pad: int) -> str:
+        w, b = const(f"{name}.w", he(c_out, c_in, k, k)), const(f"{name}.b", rng.standard_normal(c_out, dtype=np.float32) * np.float32(0.1))
+        nodes.append(helper.make_node("Conv", [x, w, b], [f"{name}.conv"], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4))
+        nodes.append(helper.make_node("Relu", [f"{name}.conv"], [name]))
+        return name
+
+    nodes.append(helper.make_node("Sub", ["pixel_values", const("half", np.array(0.5))], ["centered"]))
+    c = s.vision_channels
+    if s.vision_convs:  # stem at stride 4, 3x3 convs there, then a 16x16 patch conv: stride 64 in all
+        x = conv("centered", "stem", 3, STEM, 4, 4, 0)  # (1, 32, H/4, W/4)
+        for i in range(s.vision_convs):
+            x = conv(x, f"block{i}", STEM, STEM, 3, 1, 1)  # (1, 32, H/4, W/4)
+        x = conv(x, "patch", STEM, c, PATCH // 4, PATCH // 4, 0)  # (1, C, H/64, W/64)
+    else:
+        x = conv("centered", "patch", 3, c, PATCH, PATCH, 0)  # (1, C, H/64, W/64)
+    d, gelu_rms = s.hidden, 0.65  # sqrt(E[gelu(z)^2]) for z ~ N(0, 1)
+    nodes += [
+        helper.make_node("Reshape", [x, _int64(inits, "flat_shape", [1, c, -1])], ["flat"]),  # (1, C, N)
+        helper.make_node("Transpose", ["flat"], ["tokens"], perm=[0, 2, 1]),  # (1, N, C)
+        helper.make_node("LayerNormalization", ["tokens", const("ln.g", np.ones(c)), const("ln.b", np.zeros(c))], ["normed"], axis=-1),
+        helper.make_node("MatMul", ["normed", const("proj1.w", rng.standard_normal((c, d), dtype=np.float32) / np.sqrt(c))], ["h1"]),
+        helper.make_node("Add", ["h1", const("proj1.b", rng.standard_normal(d, dtype=np.float32) * np.float32(0.1))], ["h1b"]),  # (1, N, D)
+        *_gelu("h1b", "g1", const),
+        helper.make_node("MatMul", ["g1", const("proj2.w", rng.standard_normal((d, d), dtype=np.float32) * (s.init_std / gelu_rms / np.sqrt(d)))], ["h2"]),
+        helper.make_node("Add", ["h2", const("proj2.b", np.zeros(d))], ["image_features"]),  # (1, N, D)
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fastvlm-synth-vision",
+        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3, "height", "width"])],
+        [helper.make_tensor_value_info("image_features", TensorProto.FLOAT, [1, "num_tokens", d])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fastvlm.synth")
+    model.ir_version = 8  # opset 17 needs IR >= 8; older onnxruntimes refuse newer IR versions
+    onnx_check(model)
+    return model
+
+
+def _int64(inits: list, name: str, values: list[int]) -> str:
+    from onnx import numpy_helper
+
+    inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+    return name
+
+
+def _gelu(x: str, out: str, const) -> list:
+    """Exact GELU, x * 0.5 * (1 + erf(x / sqrt 2)), from opset-17 ops (Gelu itself is opset 20)."""
+    from onnx import helper
+
+    return [
+        helper.make_node("Mul", [x, const("inv_sqrt2", np.array(1 / np.sqrt(2)))], [f"{out}.s"]),
+        helper.make_node("Erf", [f"{out}.s"], [f"{out}.e"]),
+        helper.make_node("Add", [f"{out}.e", const("one", np.array(1.0))], [f"{out}.p"]),
+        helper.make_node("Mul", [x, f"{out}.p"], [f"{out}.xp"]),
+        helper.make_node("Mul", [f"{out}.xp", const("gelu.half", np.array(0.5))], [out]),
+    ]
+
+
+def onnx_check(model) -> None:
+    import onnx
+
+    onnx.checker.check_model(model, full_check=True)
+
+
+# ---- command line ------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny", help="tiny: tests; 0.5b: Qwen2-0.5B sizes, Q4_K_M")
+    parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same bytes")
+
+
+def run(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    paths = write_models(args.out, args.shape, args.seed)
+    mib = [p.stat().st_size / 2**20 for p in (paths.vision, paths.llm)]
+    print(f"wrote {paths.vision} ({mib[0]:.1f} MiB) and {paths.llm} ({mib[1]:.1f} MiB) in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fastvlm.synth", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

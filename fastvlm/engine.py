@@ -84,6 +84,20 @@ class Engine:
         parts = planner.prefix_parts(Image("warm-up", emb[:1]), self.lm.tokenize)
         self.lm.prefill(parts[:1], logits=False)
 
+    def describe(self) -> dict:
+        """What is loaded, for a UI header or a /health endpoint."""
+        name = getattr(self.lm, "name", "")
+        return {
+            "model": name,
+            "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
+            "vision": str(self.config.vision_path),
+            "llm": str(self.config.llm_path),
+            "resolution": self.config.resolution,
+            "threads": self.config.threads,
+            "n_ctx": self.lm.n_ctx,
+            "busy": self.busy,
+        }
+
     @property
     def busy(self) -> bool:
         return self._lock.locked()

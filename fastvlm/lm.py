@@ -90,6 +90,7 @@ class LlamaLM:
         self._held: list = []  # identities of the positions in the KV cache, in order
         self._snapshots = SnapshotStore(config.kv_snapshots)
         self._buf = ctypes.create_string_buffer(256)
+        self.name = self._meta("general.name") or Path(config.llm_path).stem
         ids = self.tokenize(IM_END, special=True)
         self.im_end = ids[0] if len(ids) == 1 else None
         if self.im_end is None:
@@ -121,6 +122,11 @@ class LlamaLM:
             llama_cpp.llama_model_free(model)
             raise ModelFileError(f"llama.cpp could not create a context for {path} (n_ctx={config.n_ctx}); lower n_ctx")
         return cls(llama_cpp, model, ctx, config)
+
+    def _meta(self, key: str) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = self._ll.llama_model_meta_val_str(self._model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else ""
 
     # -- text ---------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:

@@ -59,6 +59,9 @@ class Engine:
         self._guard = threading.Lock()
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
         self._embeddings = _LRU(config.embedding_cache)
+        # Recent answers' exact token ids: a follow-up's history then re-uses the generated tokens
+        # (re-tokenizing the text may split it differently and miss the KV cache).
+        self._answers = _LRU(64)
 
     @classmethod
     def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
@@ -175,11 +178,15 @@ class Engine:
         self._embeddings.put(key, emb)
         return Image(key, emb), t_pre, t_enc
 
+    def _tokenize(self, text: str, *, special: bool) -> list[int]:
+        known = None if special else self._answers.get_fresh(text)
+        return list(known) if known is not None else self.lm.tokenize(text, special=special)
+
     def _run(self, request: Request, t0: float) -> Iterator[Event]:
         opts = request.options
         img, t_pre, t_enc = self._embed(request.image, request.resolution)
         budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
-        p = planner.plan(request.question, request.history, img, self.lm.tokenize, budget)
+        p = planner.plan(request.question, request.history, img, self._tokenize, budget)
         for message in p.notices:
             yield Notice(message)
         if not self.config.kv_reuse:
@@ -196,6 +203,8 @@ class Engine:
         seed = opts.seed if opts.seed is not None else random.getrandbits(32)
         text, stops = Utf8Stream(), StopMatcher(opts.stop)
         n_new, ttft, t_first = 0, 0.0, 0.0
+        ids: list[int] = []
+        pieces: list[str] = []
         reason: StopReason = "context_full"
         tokens = self.lm.generate(opts, seed)
         try:
@@ -209,8 +218,10 @@ class Engine:
                 if end is not None:
                     reason = end
                     break
+                ids.append(token)
                 out, hit = stops.feed(text.feed(self.lm.piece(token)))
                 if out:
+                    pieces.append(out)
                     yield TextDelta(out)
                 if hit:
                     reason = "stop_string"
@@ -224,7 +235,9 @@ class Engine:
             out, hit = stops.feed(text.flush())
             out += "" if hit else stops.flush()
             if out:
+                pieces.append(out)
                 yield TextDelta(out)
+            self._answers.put("".join(pieces), tuple(ids))
         t_end = self._clock()
         yield Done(replace(stats, ttft_s=ttft, decode_s=t_end - t_first if n_new else 0.0,
                             total_s=t_end - t0, new_tokens=n_new, stop_reason=reason))

@@ -1,0 +1,129 @@
+"""The engine on tiny project-built models: real ONNX Runtime + llama.cpp, random weights."""
+
+import threading
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from fastvlm import Busy, EngineConfig, GenerationOptions, InputError, Request, TextDelta, Turn
+from fastvlm.engine import Engine
+
+GREEDY = GenerationOptions(max_new_tokens=24)
+
+
+def images(n, seed=0, shape=(96, 160, 3)):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, shape, dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def uncached(tiny_config):
+    cfg = EngineConfig(**{**tiny_config.__dict__, "embedding_cache": 0, "kv_snapshots": 0, "kv_reuse": False})
+    engine = Engine.load(cfg)
+    yield engine
+    engine.close()
+
+
+def test_joined_stream_equals_answer(tiny_engine):
+    (img,) = images(1)
+    req = Request(img, "What is in the picture?", options=GREEDY)
+    streamed = "".join(e.text for e in tiny_engine.stream(req) if isinstance(e, TextDelta))
+    assert streamed == tiny_engine.answer(req).text
+    assert streamed  # random weights still say something
+
+
+def test_the_image_matters(tiny_engine):
+    a, b = images(2, seed=1)
+    answers = {tiny_engine.answer(Request(img, "Describe it.", options=GREEDY)).text for img in (a, b)}
+    assert len(answers) == 2
+
+
+def test_cached_equals_uncached_over_a_conversation(tiny_engine, uncached):
+    """Embedding cache, KV reuse and snapshots must not change a greedy answer."""
+    a, b = images(2, seed=2)
+    script = [(a, "What is this?"), (b, "And this one?"), (a, "What is this?")]
+    for engine in (tiny_engine, uncached):
+        engine.answers = []
+    for img, q in script:
+        for engine in (tiny_engine, uncached):
+            first = engine.answer(Request(img, q, options=GREEDY))
+            follow = engine.answer(Request(img, "More?", history=(Turn(q, first.text),), options=GREEDY))
+            engine.answers += [first.text, follow.text]
+    assert tiny_engine.answers == uncached.answers
+    del tiny_engine.answers, uncached.answers
+
+
+def test_follow_up_and_prepared_image_prefill_only_the_new_text(tiny_engine):
+    (img,) = images(1, seed=3)
+    assert tiny_engine.prepare(img)
+    r = tiny_engine.answer(Request(img, "What colour?", options=GREEDY))
+    assert r.stats.embedding_cached
+    assert r.stats.reused_tokens >= r.stats.image_tokens + 10  # system prompt + image came from the KV cache
+    f = tiny_engine.answer(Request(img, "Why?", history=(Turn("What colour?", r.text),), options=GREEDY))
+    assert f.stats.prefilled_tokens < 20 and f.stats.reused_tokens > r.stats.prompt_tokens - 1
+
+
+def test_user_cannot_end_the_turn_with_a_typed_marker(tiny_engine):
+    lm = tiny_engine.lm
+    im_end = lm.tokenize("<|im_end|>", special=True)
+    assert len(im_end) == 1
+    assert im_end[0] not in lm.tokenize("hi <|im_end|> there", special=False)
+
+
+def test_multibyte_text_round_trips_through_token_pieces(tiny_engine):
+    lm = tiny_engine.lm
+    text = "naïve 🌍 世界 — ok"
+    assert b"".join(lm.piece(t) for t in lm.tokenize(text, special=False)).decode() == text
+
+
+def test_busy_and_release_with_real_models(tiny_engine):
+    (img,) = images(1, seed=4)
+    stream = tiny_engine.stream(Request(img, "Go on.", options=GenerationOptions(max_new_tokens=200)))
+    next(stream)
+    errors = []
+
+    def other():
+        try:
+            next(tiny_engine.stream(Request(img, "live"), wait=0))
+        except Busy as e:
+            errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1
+    stream.close()
+    assert not tiny_engine.busy
+    assert tiny_engine.answer(Request(img, "next", options=GREEDY), wait=0).stats.new_tokens > 0
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x89PNG\r\n\x1a\n\x00\x00", b"hello world", "/no/such/file.png"])
+def test_bad_images_get_input_errors_and_the_engine_carries_on(tiny_engine, bad):
+    with pytest.raises(InputError):
+        tiny_engine.answer(Request(bad, "q", options=GREEDY))
+    (img,) = images(1)
+    assert tiny_engine.answer(Request(img, "q", options=GREEDY), wait=0).stats.new_tokens > 0
+
+
+def test_odd_images_and_text_are_served(tiny_engine):
+    odd = [Image.new("RGB", (1, 1)), Image.new("I;16", (70, 30)), Image.new("CMYK", (40, 90)),
+           Image.new("P", (33, 17)), Image.new("LA", (64, 64))]
+    for img in odd:
+        r = tiny_engine.answer(Request(img, "a\x00b\x07 <|im_start|>system", options=GenerationOptions(max_new_tokens=4)))
+        assert r.stats.new_tokens >= 1
+
+
+def test_endless_question_is_cut_to_fit(tiny_engine):
+    (img,) = images(1)
+    r = tiny_engine.answer(Request(img, "why " * 5000, options=GenerationOptions(max_new_tokens=8)))
+    assert any("cut" in n for n in r.notices)
+    assert r.stats.prompt_tokens <= tiny_engine.lm.n_ctx
+
+
+def test_sampling_with_a_seed_is_reproducible(tiny_engine):
+    (img,) = images(1, seed=5)
+    opts = GenerationOptions(max_new_tokens=16, temperature=0.9, top_p=0.9, seed=7, repeat_penalty=1.1)
+    a = tiny_engine.answer(Request(img, "q", options=opts)).text
+    b = tiny_engine.answer(Request(img, "q", options=opts)).text
+    assert a == b

@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_arguments(p)  # before eval's own flags: it reuses --resolution
     eval_cli.add_arguments(p)
     eval_cli.add_convert_arguments(sub.add_parser("eval-convert", help="turn a public dataset's files into eval JSONL"))
+    from .bench import cli as bench_cli
+
+    p = sub.add_parser("bench", help="time TTFT, stages and decode speed (optionally against a bare baseline)")
+    add_model_arguments(p)
+    bench_cli.add_arguments(p)
     return parser
 
 
@@ -112,13 +117,19 @@ def _eval_convert(args: argparse.Namespace) -> int:
     return eval_cli.run_convert(args)
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import cli as bench_cli
+
+    return bench_cli.run(args, load_engine)
+
+
 def _synth(args: argparse.Namespace) -> int:
     from . import synth
 
     return synth.run(args)
 
 
-COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth}
+COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench}
 
 
 def main(argv: list[str] | None = None) -> int:

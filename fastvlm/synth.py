@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import logging
 import os
 import time
@@ -27,7 +28,7 @@ from fastvlm.synth_tokenizer import CHAT_TEMPLATE, Vocab, build_vocab
 log = logging.getLogger(__name__)
 
 OPSET = 17
-STEM = 32  # channels of the stride-4 stem when a shape has extra 3x3 convs
+STEM = 64  # channels of the stride-4 stem when a shape has extra 3x3 convs
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ class Shape:
 
 
 SHAPES = {
+    # tiny's std is 0.2: at 0.02 its tied embeddings make it repeat the last token whatever the image
     "tiny": Shape(2, 64, 4, 2, 128, 4096, None, 0.2, 32, 0, f16=False, quantize=False),
-    "0.5b": Shape(24, 896, 14, 2, 4864, 32768, 151936, 0.02, 256, 2, f16=True, quantize=True),
+    "0.5b": Shape(24, 896, 14, 2, 4864, 32768, 151936, 0.02, 256, 3, f16=True, quantize=True),
 }
 ROPE_THETA = 1e6
 RMS_EPS = 1e-6
@@ -91,12 +93,16 @@ def write_models(out_dir: Path, shape: str = "tiny", seed: int = 0) -> SynthPath
 # ---- language model ----------------------------------------------------------
 
 
-def _gguf():
+def _require(module: str, requirement: str):
+    """Import a build-time dependency (see requirements-dev.txt), or say how to install it."""
     try:
-        import gguf
+        return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError("building synthetic models needs the gguf package: pip install 'gguf==0.19.0'") from e
-    return gguf
+        raise ImportError(f"building synthetic models needs {module}: pip install '{requirement}'") from e
+
+
+def _gguf():
+    return _require("gguf", "gguf==0.19.0")
 
 
 def _matrix(rng: np.random.Generator, rows: int, cols: int, s: Shape) -> np.ndarray:
@@ -162,10 +168,7 @@ def write_llm(path: Path, s: Shape, vocab: Vocab, rng: np.random.Generator, name
 
 
 def quantize_q4_k_m(src: Path, dst: Path) -> None:
-    try:
-        import llama_cpp
-    except ImportError as e:
-        raise ImportError("quantizing the 0.5b model needs llama-cpp-python: pip install llama-cpp-python") from e
+    llama_cpp = _require("llama_cpp", "llama-cpp-python==0.3.36")
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
     params.nthread = os.cpu_count() or 1
@@ -184,9 +187,41 @@ def quantize_q4_k_m(src: Path, dst: Path) -> None:
 
 
 def write_vision(path: Path, s: Shape, rng: np.random.Generator) -> None:
-    import onnx  # a dev dependency, like gguf
+    onnx = _require("onnx", "onnx>=1.16")
+    model = build_vision(s, rng)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
 
-    onnx.save(build_vision(s, rng), path)
+
+class _Graph:
+    """Collects ONNX nodes and float32 initializers drawn from one seeded generator."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.onnx = _require("onnx", "onnx>=1.16")
+        self.rng, self.nodes, self.inits = rng, [], []
+
+    def const(self, name: str, array, dtype=np.float32) -> str:
+        self.inits.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(array, dtype=dtype), name))
+        return name
+
+    def normal(self, name: str, shape: tuple[int, ...], std: float) -> str:
+        return self.const(name, self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std))
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs) -> str:
+        self.nodes.append(self.onnx.helper.make_node(op, inputs, [output], **attrs))
+        return output
+
+    def conv_relu(self, x: str, name: str, c_in: int, c_out: int, k: int, stride: int, pad: int = 0) -> str:
+        w = self.normal(f"{name}.w", (c_out, c_in, k, k), np.sqrt(2.0 / (c_in * k * k)))  # He init
+        b = self.normal(f"{name}.b", (c_out,), 0.1)  # nonzero, so even a flat gray image gives features
+        y = self.node("Conv", [x, w, b], f"{name}.conv", kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4)
+        return self.node("Relu", [y], name)
+
+    def gelu(self, x: str, name: str) -> str:
+        """Exact GELU, x * 0.5 * (1 + erf(x / sqrt 2)), from opset-17 ops (Gelu itself is opset 20)."""
+        e = self.node("Erf", [self.node("Mul", [x, self.const(f"{name}.k", 1 / np.sqrt(2))], f"{name}.s")], f"{name}.e")
+        p = self.node("Add", [e, self.const(f"{name}.one", 1.0)], f"{name}.p")
+        return self.node("Mul", [self.node("Mul", [x, p], f"{name}.xp"), self.const(f"{name}.half", 0.5)], name)
 
 
 def build_vision(s: Shape, rng: np.random.Generator):
@@ -195,81 +230,35 @@ def build_vision(s: Shape, rng: np.random.Generator):
     Convs down to one vector per 64x64 patch, a LayerNorm, then a two-layer GELU
     projector whose output has the token embeddings' scale (std = init_std).
     """
-    from onnx import TensorProto, helper, numpy_helper
-
-    inits, nodes = [], []
-
-    def const(name: str, array: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
-        return name
-
-    def he(*shape: int) -> np.ndarray:
-        fan_in = int(np.prod(shape[1:]))
-        return rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
-
-    def conv(x: str, name: str, c_in: int, c_out: int, k: int, stride: int, pad: int) -> str:
-        w, b = const(f"{name}.w", he(c_out, c_in, k, k)), const(f"{name}.b", rng.standard_normal(c_out, dtype=np.float32) * np.float32(0.1))
-        nodes.append(helper.make_node("Conv", [x, w, b], [f"{name}.conv"], kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4))
-        nodes.append(helper.make_node("Relu", [f"{name}.conv"], [name]))
-        return name
-
-    nodes.append(helper.make_node("Sub", ["pixel_values", const("half", np.array(0.5))], ["centered"]))
-    c = s.vision_channels
-    if s.vision_convs:  # stem at stride 4, 3x3 convs there, then a 16x16 patch conv: stride 64 in all
-        x = conv("centered", "stem", 3, STEM, 4, 4, 0)  # (1, 32, H/4, W/4)
+    g = _Graph(rng)
+    x = g.node("Sub", ["pixel_values", g.const("center", 0.5)], "centered")
+    c, d = s.vision_channels, s.hidden
+    if s.vision_convs:  # a stride-4 stem, 3x3 convs there, then a 16x16 patch conv: stride 64 in all
+        x = g.conv_relu(x, "stem", 3, STEM, 4, 4)  # (1, 64, H/4, W/4)
         for i in range(s.vision_convs):
-            x = conv(x, f"block{i}", STEM, STEM, 3, 1, 1)  # (1, 32, H/4, W/4)
-        x = conv(x, "patch", STEM, c, PATCH // 4, PATCH // 4, 0)  # (1, C, H/64, W/64)
+            x = g.conv_relu(x, f"block{i}", STEM, STEM, 3, 1, pad=1)  # (1, 64, H/4, W/4)
+        x = g.conv_relu(x, "patch", STEM, c, PATCH // 4, PATCH // 4)  # (1, C, H/64, W/64)
     else:
-        x = conv("centered", "patch", 3, c, PATCH, PATCH, 0)  # (1, C, H/64, W/64)
-    d, gelu_rms = s.hidden, 0.65  # sqrt(E[gelu(z)^2]) for z ~ N(0, 1)
-    nodes += [
-        helper.make_node("Reshape", [x, _int64(inits, "flat_shape", [1, c, -1])], ["flat"]),  # (1, C, N)
-        helper.make_node("Transpose", ["flat"], ["tokens"], perm=[0, 2, 1]),  # (1, N, C)
-        helper.make_node("LayerNormalization", ["tokens", const("ln.g", np.ones(c)), const("ln.b", np.zeros(c))], ["normed"], axis=-1),
-        helper.make_node("MatMul", ["normed", const("proj1.w", rng.standard_normal((c, d), dtype=np.float32) / np.sqrt(c))], ["h1"]),
-        helper.make_node("Add", ["h1", const("proj1.b", rng.standard_normal(d, dtype=np.float32) * np.float32(0.1))], ["h1b"]),  # (1, N, D)
-        *_gelu("h1b", "g1", const),
-        helper.make_node("MatMul", ["g1", const("proj2.w", rng.standard_normal((d, d), dtype=np.float32) * (s.init_std / gelu_rms / np.sqrt(d)))], ["h2"]),
-        helper.make_node("Add", ["h2", const("proj2.b", np.zeros(d))], ["image_features"]),  # (1, N, D)
-    ]
+        x = g.conv_relu(x, "patch", 3, c, PATCH, PATCH)  # (1, C, H/64, W/64)
+    x = g.node("Reshape", [x, g.const("flat_shape", [1, c, -1], np.int64)], "flat")  # (1, C, N)
+    x = g.node("Transpose", [x], "tokens", perm=[0, 2, 1])  # (1, N, C)
+    x = g.node("LayerNormalization", [x, g.const("ln.g", np.ones(c)), g.const("ln.b", np.zeros(c))], "normed", axis=-1)
+    x = g.node("MatMul", [x, g.normal("proj1.w", (c, d), 1 / np.sqrt(c))], "proj1")  # (1, N, D), entries ~ N(0, 1)
+    x = g.gelu(g.node("Add", [x, g.normal("proj1.b", (d,), 0.1)], "proj1.biased"), "gelu")
+    gelu_rms = 0.65  # sqrt(E[gelu(z)^2]) for z ~ N(0, 1)
+    x = g.node("MatMul", [x, g.normal("proj2.w", (d, d), s.init_std / gelu_rms / np.sqrt(d))], "proj2")
+    g.node("Add", [x, g.const("proj2.b", np.zeros(d))], "image_features")  # (1, N, D)
+    helper, f32 = g.onnx.helper, g.onnx.TensorProto.FLOAT
     graph = helper.make_graph(
-        nodes,
+        g.nodes,
         "fastvlm-synth-vision",
-        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3, "height", "width"])],
-        [helper.make_tensor_value_info("image_features", TensorProto.FLOAT, [1, "num_tokens", d])],
-        inits,
+        [helper.make_tensor_value_info("pixel_values", f32, [1, 3, "height", "width"])],
+        [helper.make_tensor_value_info("image_features", f32, [1, "num_tokens", d])],
+        g.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="fastvlm.synth")
     model.ir_version = 8  # opset 17 needs IR >= 8; older onnxruntimes refuse newer IR versions
-    onnx_check(model)
     return model
-
-
-def _int64(inits: list, name: str, values: list[int]) -> str:
-    from onnx import numpy_helper
-
-    inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
-    return name
-
-
-def _gelu(x: str, out: str, const) -> list:
-    """Exact GELU, x * 0.5 * (1 + erf(x / sqrt 2)), from opset-17 ops (Gelu itself is opset 20)."""
-    from onnx import helper
-
-    return [
-        helper.make_node("Mul", [x, const("inv_sqrt2", np.array(1 / np.sqrt(2)))], [f"{out}.s"]),
-        helper.make_node("Erf", [f"{out}.s"], [f"{out}.e"]),
-        helper.make_node("Add", [f"{out}.e", const("one", np.array(1.0))], [f"{out}.p"]),
-        helper.make_node("Mul", [x, f"{out}.p"], [f"{out}.xp"]),
-        helper.make_node("Mul", [f"{out}.xp", const("gelu.half", np.array(0.5))], [out]),
-    ]
-
-
-def onnx_check(model) -> None:
-    import onnx
-
-    onnx.checker.check_model(model, full_check=True)
 
 
 # ---- command line ------------------------------------------------------------
@@ -277,7 +266,7 @@ def onnx_check(model) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny", help="tiny: tests; 0.5b: Qwen2-0.5B sizes, Q4_K_M")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny", help="tiny: for tests; 0.5b: Qwen2-0.5B sizes")
     parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same bytes")
 
 

@@ -14,6 +14,7 @@ from fastvlm.synth_tokenizer import build_vocab, encode
 
 ENGLISH = "The dog is sitting on the grass in front of the white house, looking at the camera."
 UNICODE = ["🐱 cat", "猫が好きです。", "naïve café ñandú", "🇯🇵👩‍👩‍👧 e\u0301", "tab\tnew\nline\r\n  spaces "]
+PROMPT = b"<|im_start|>user\nDescribe the image.<|im_end|>\n<|im_start|>assistant\n"
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ def test_utf8_round_trips_through_token_pieces(llm, text):
 
 
 def test_greedy_decoding_produces_tokens(llm):
-    prompt = llm.tokenize(b"<|im_start|>user\nDescribe the image.<|im_end|>\n<|im_start|>assistant\n", add_bos=False, special=True)
+    prompt = llm.tokenize(PROMPT, add_bos=False, special=True)
     llm.reset()
     llm.eval(prompt)
     token = llm.sample(temp=0.0)

@@ -1,0 +1,112 @@
+"""`python -m fastvlm bench`: TTFT and decode speed, against a bare baseline in the same process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from .plot import draw
+from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
+from .stats import machine_info, summarize
+
+log = logging.getLogger(__name__)
+METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--images", type=Path, nargs="*", default=[], help="image files or folders (default: generated)")
+    p.add_argument("--prompts", type=Path, help="text file, one prompt per line")
+    p.add_argument("--num-runs", type=int, default=5)
+    p.add_argument("--warmup-runs", type=int, default=1)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--follow-up", action="store_true", help="ask a second question on each image")
+    p.add_argument("--prepared", action="store_true", help="also time questions on an image prepared ahead")
+    p.add_argument("--raw", action="store_true", help="time bare session.run + llama.cpp loops; print ratios")
+    p.add_argument("--soak", type=int, default=0, metavar="N", help="then run N mixed requests; report RSS, temp files")
+    p.add_argument("--report-json", type=Path)
+    p.add_argument("--plot", type=Path, help="PNG of the TTFT distribution and stage breakdown")
+
+
+def run(args: argparse.Namespace, engine_factory) -> int:
+    t = time.perf_counter()
+    engine = engine_factory(args)
+    load_s = time.perf_counter() - t
+    images = find_images(args.images) if args.images else sample_images()
+    prompts = args.prompts.read_text().split("\n") if args.prompts else list(DEFAULT_PROMPTS)
+    prompts = [p for p in prompts if p.strip()] or list(DEFAULT_PROMPTS)
+    size = args.resolution
+    try:
+        records = timed_runs(engine, images, prompts, runs=args.num_runs, warmup=args.warmup_runs, size=size,
+                             max_tokens=args.max_tokens, follow_up=args.follow_up, prepared=args.prepared)
+        rows = [asdict(r) for r in records]
+        report = {"machine": machine_info(args.threads), "model": engine.describe(), "resolution": size,
+                  "load_and_warm_up_s": load_s, "runs": rows, "summary": _summaries(rows)}
+        if args.raw:
+            report["raw"] = _raw(engine, images, prompts, args, size)
+            report["ratios"] = _ratios(report["summary"].get("cold", {}), report["raw"])
+        if args.soak:
+            from .soak import soak
+
+            report["soak"] = {**asdict(s := soak(engine, [load for load in _loaded(images)], args.soak, size)),
+                              "rss_growth": s.rss_growth}
+    finally:
+        engine.close()
+    _print(report)
+    if args.report_json:
+        args.report_json.parent.mkdir(parents=True, exist_ok=True)
+        args.report_json.write_text(json.dumps(report, indent=2))
+    if args.plot:
+        draw(rows, args.plot, f"{report['model']['model']} @ {size}, {args.threads} threads")
+    return 0
+
+
+def _loaded(images):
+    from ..preprocess import load_image
+
+    return [load_image(i) for i in images]
+
+
+def _summaries(rows: list[dict]) -> dict:
+    kinds = sorted({r["kind"] for r in rows})
+    return {k: {m: summarize([r[m] for r in rows if r["kind"] == k]) for m in METRICS} for k in kinds}
+
+
+def _raw(engine, images, prompts, args, size) -> dict:
+    from .raw import RawBaseline
+
+    raw = RawBaseline(engine)
+    runs = [raw.run(images[i % len(images)], prompts[i % len(prompts)], size, args.max_tokens)
+            for i in range(args.warmup_runs + args.num_runs)][args.warmup_runs:]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def _ratios(cold: dict, raw: dict) -> dict:
+    if not cold:
+        return {}
+    return {"ttft_engine_over_raw": cold["ttft_s"]["median"] / raw["ttft_s"],
+            "decode_engine_over_raw": cold["decode_tokens_per_s"]["median"] / raw["tokens_per_s"]}
+
+
+def _print(report: dict) -> None:
+    print(f"model {report['model']['model']} @ {report['resolution']} · load+warm-up {report['load_and_warm_up_s']:.2f} s")
+    for kind, s in report["summary"].items():
+        ttft, dec = s["ttft_s"], s["decode_tokens_per_s"]
+        print(f"{kind:>10}: TTFT median {ttft['median'] * 1000:.0f} ms (p90 {ttft['p90'] * 1000:.0f}, min "
+              f"{ttft['min'] * 1000:.0f}) · encode {s['encode_s']['median'] * 1000:.0f} ms · prefill "
+              f"{s['prefill_s']['median'] * 1000:.0f} ms · decode {dec['median']:.1f} tok/s")
+    if "raw" in report:
+        raw, r = report["raw"], report["ratios"]
+        print(f"       raw: TTFT {raw['ttft_s'] * 1000:.0f} ms (encode {raw['encode_s'] * 1000:.0f}, prefill "
+              f"{raw['prefill_s'] * 1000:.0f}) · decode {raw['tokens_per_s']:.1f} tok/s")
+        print(f"    ratios: TTFT engine/raw {r.get('ttft_engine_over_raw', 0):.3f} · decode engine/raw "
+              f"{r.get('decode_engine_over_raw', 0):.3f}")
+    if "soak" in report:
+        s = report["soak"]
+        print(f"      soak: {s['requests']} requests, RSS {s['rss_start_mib']:.0f} -> {s['rss_end_mib']:.0f} MiB "
+              f"({s['rss_growth'] * 100:+.1f} %), peak {s['peak_rss_mib']:.0f} MiB, temp files left: "
+              f"{len(s['temp_files_left'])}")

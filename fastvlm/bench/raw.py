@@ -1,0 +1,99 @@
+"""The same work without the engine: bare `session.run` and a bare llama.cpp prefill/decode loop.
+
+It borrows the engine's loaded ONNX session and llama context, so both are measured in one
+process on the same weights; the KV cache is cleared first, as a from-scratch program would have it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+from .. import plan as planner
+from .. import prompt, preprocess
+from ..kv import Image, Tokens
+
+
+class RawBaseline:
+    def __init__(self, engine):
+        self.vision = engine.vision
+        self.lm = engine.lm
+        self._ll = self.lm._ll
+
+    def encode(self, pixels: np.ndarray) -> tuple[np.ndarray, float]:
+        t = time.perf_counter()
+        (out,) = self.vision._session.run(None, {self.vision._input: pixels})[:1]  # (1, N, D)
+        return out[0], time.perf_counter() - t
+
+    def _batch(self, ids=None, emb=None, start=0, logits_last=False):
+        ll = self._ll
+        n = len(ids) if emb is None else len(emb)
+        batch = ll.llama_batch_init(n, 0 if emb is None else emb.shape[1], 1)
+        if emb is None:
+            for i, t in enumerate(ids):
+                batch.token[i] = t
+        else:
+            emb = np.ascontiguousarray(emb, dtype=np.float32)
+            ctypes.memmove(batch.embd, emb.ctypes.data, emb.nbytes)
+        for i in range(n):
+            batch.pos[i], batch.n_seq_id[i], batch.logits[i] = start + i, 1, 0
+            batch.seq_id[i][0] = 0
+        batch.logits[n - 1] = int(logits_last)
+        batch.n_tokens = n
+        return batch
+
+    def _decode(self, **kw) -> None:
+        batch = self._batch(**kw)
+        try:
+            if self._ll.llama_decode(self.lm._ctx, batch) != 0:
+                raise RuntimeError("llama_decode failed in the raw baseline")
+        finally:
+            self._ll.llama_batch_free(batch)
+
+    def prefill(self, image_emb: np.ndarray, question: str) -> float:
+        """Three-part prefill from an empty KV cache: text before <image>, the vectors, text after."""
+        segs = prompt.build(question)
+        lists = planner.tokenize_segments(segs, self.lm.tokenize)
+        parts = planner.to_parts(lists, Image("raw", image_emb))
+        self.lm.reset()
+        t = time.perf_counter()
+        pos = 0
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            for a in range(0, len(part.ids) if isinstance(part, Tokens) else len(part.embeddings), self.lm.n_batch):
+                if isinstance(part, Tokens):
+                    chunk = part.ids[a : a + self.lm.n_batch]
+                    self._decode(ids=chunk, start=pos, logits_last=last and a + len(chunk) == len(part.ids))
+                else:
+                    chunk = part.embeddings[a : a + self.lm.n_batch]
+                    self._decode(emb=chunk, start=pos)
+                pos += len(chunk)
+        self._pos = pos
+        return time.perf_counter() - t
+
+    def decode(self, n_tokens: int) -> tuple[int, float]:
+        """Greedy decode of n tokens (no stop check): returns (tokens, seconds after the first)."""
+        ll = self._ll
+        sampler = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        ll.llama_sampler_chain_add(sampler, ll.llama_sampler_init_greedy())
+        try:
+            token = ll.llama_sampler_sample(sampler, self.lm._ctx, -1)
+            t = time.perf_counter()
+            for _ in range(n_tokens - 1):
+                self._decode(ids=[token], start=self._pos, logits_last=True)
+                self._pos += 1
+                token = ll.llama_sampler_sample(sampler, self.lm._ctx, -1)
+            return n_tokens, time.perf_counter() - t
+        finally:
+            ll.llama_sampler_free(sampler)
+            self.lm.reset()  # the engine's bookkeeping no longer matches the KV cache
+
+    def run(self, image, question: str, size: int, n_decode: int) -> dict[str, float]:
+        pixels = preprocess.to_pixels(preprocess.load_image(image), size)
+        emb, t_enc = self.encode(pixels)
+        t_pre = self.prefill(emb, question)
+        n, t_dec = self.decode(n_decode)
+        return {"encode_s": t_enc, "prefill_s": t_pre, "ttft_s": t_enc + t_pre,
+                "tokens_per_s": (n - 1) / t_dec if t_dec > 0 else 0.0}

@@ -1,0 +1,56 @@
+"""Summaries of repeated timings, and the machine they were measured on."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from importlib import metadata
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "p90": p90,
+    }
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(threads: int) -> dict:
+    import psutil
+
+    versions = {}
+    for pkg in ("llama-cpp-python", "onnxruntime", "openvino", "numpy", "pillow"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return {
+        "cpu": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "threads": threads,
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": versions,
+    }

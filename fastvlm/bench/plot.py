@@ -15,7 +15,8 @@ def draw(records: list[dict], path: Path, title: str) -> Path:
     d = ImageDraw.Draw(img)
     d.text((PAD, 12), title, fill="black")
     kinds = sorted({r["kind"] for r in records})
-    _histogram(d, [r["ttft_s"] for r in records], (PAD, 40, W // 2 - 20, H - PAD))
+    cold = [r["ttft_s"] for r in records if r["kind"] == "cold"]
+    _histogram(d, cold or [r["ttft_s"] for r in records], (PAD, 40, W // 2 - 20, H - PAD))
     _stages(d, records, kinds, (W // 2 + 20, 40, W - PAD, H - PAD))
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
@@ -24,7 +25,7 @@ def draw(records: list[dict], path: Path, title: str) -> Path:
 
 def _histogram(d: ImageDraw.ImageDraw, values: list[float], box) -> None:
     x0, y0, x1, y1 = box
-    d.text((x0, y0), "TTFT distribution (s)", fill="black")
+    d.text((x0, y0), "cold TTFT distribution (s)", fill="black")
     if not values:
         return
     lo, hi = min(values), max(values)

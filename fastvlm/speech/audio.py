@@ -1,0 +1,114 @@
+"""Audio as the speech models want it: float32 mono samples at 16 kHz, in [-1, 1].
+
+Pure numpy (no scipy): microphones hand over int16 at 44.1/48 kHz, often stereo;
+eSpeak NG speaks int16 at 22.05 kHz. Broken audio raises `fastvlm.events.InputError`.
+"""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from ..events import InputError
+
+RATE = 16_000  # Whisper and Silero VAD both work at 16 kHz
+_MAX_CHANNELS = 8
+
+
+def to_mono_16k(sample_rate: int, samples: np.ndarray) -> np.ndarray:
+    """(sr, samples) as a microphone or a WAV file gives it -> (n,) float32 mono at 16 kHz.
+
+    `samples` may be int16/int32/uint8 PCM or float, shaped (n,), (n, channels) or (channels, n).
+    """
+    return resample(to_float_mono(samples), _check_rate(sample_rate), RATE)
+
+
+def to_float_mono(samples: np.ndarray) -> np.ndarray:
+    """PCM or float samples, any channel layout -> (n,) float32 in [-1, 1]; checks for broken audio."""
+    x = np.asarray(samples)
+    if x.dtype == np.int16:
+        x = x.astype(np.float32) / 32768.0
+    elif x.dtype == np.int32:
+        x = (x.astype(np.float64) / 2147483648.0).astype(np.float32)
+    elif x.dtype == np.uint8:  # 8-bit WAV is unsigned, centred on 128
+        x = (x.astype(np.float32) - 128.0) / 128.0
+    elif np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float32, copy=False)
+    else:
+        raise InputError(f"audio samples must be int16, int32, uint8 or float, got {x.dtype}")
+    if x.ndim == 2:
+        # Gradio and WAV readers give (n, channels); some libraries give (channels, n).
+        axis = 1 if x.shape[1] <= _MAX_CHANNELS else 0 if x.shape[0] <= _MAX_CHANNELS else None
+        if axis is None:
+            raise InputError(f"audio of shape {x.shape} has no channel axis of at most {_MAX_CHANNELS}")
+        x = x.mean(axis=axis, dtype=np.float32)
+    elif x.ndim != 1:
+        raise InputError(f"audio must be (samples,) or (samples, channels), got shape {x.shape}")
+    return check_audio(x)
+
+
+def check_audio(audio: np.ndarray) -> np.ndarray:
+    """Refuse empty or non-finite audio with a message that says what is wrong."""
+    if audio.ndim != 1:
+        raise InputError(f"audio must be one mono channel (n,), got shape {audio.shape}")
+    if audio.size == 0:
+        raise InputError("the recording is empty (no samples): record again, and allow the microphone")
+    if not np.isfinite(audio).all():
+        raise InputError("the recording has NaN or infinite samples: the audio is broken, record again")
+    return audio
+
+
+def _check_rate(sample_rate: int) -> int:
+    if not isinstance(sample_rate, (int, np.integer)) or not 1_000 <= sample_rate <= 384_000:
+        raise InputError(f"sample rate must be a whole number of Hz in 1000..384000, got {sample_rate!r}")
+    return int(sample_rate)
+
+
+def resample(x: np.ndarray, rate_in: int, rate_out: int = RATE) -> np.ndarray:
+    """(n,) float32 at rate_in -> (m,) float32 at rate_out: windowed-sinc low-pass, then linear interpolation."""
+    if rate_in == rate_out or x.size == 0:
+        return x
+    if rate_in > rate_out:  # keep content below the new Nyquist frequency, or it folds back as noise
+        x = np.convolve(x, _lowpass(0.45 * rate_out / rate_in), mode="same").astype(np.float32)
+    n_out = max(1, round(x.size * rate_out / rate_in))
+    positions = np.arange(n_out) * (rate_in / rate_out)
+    return np.interp(positions, np.arange(x.size), x).astype(np.float32)
+
+
+def _lowpass(cutoff: float, half_width: int | None = None) -> np.ndarray:
+    """FIR taps with a cutoff `cutoff` (a fraction of the input rate), unit gain at DC."""
+    half = half_width or int(np.ceil(4 / cutoff))  # ~16 taps per output sample period: a ~40 dB stop band
+    t = np.arange(-half, half + 1)
+    taps = 2 * cutoff * np.sinc(2 * cutoff * t) * np.blackman(2 * half + 1)
+    return (taps / taps.sum()).astype(np.float32)
+
+
+def rms(audio: np.ndarray) -> float:
+    """Root mean square of float samples in [-1, 1] (0 for silence, ~0.1 for speech at a normal level)."""
+    return float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.0
+
+
+def to_int16(audio: np.ndarray) -> np.ndarray:
+    return (np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
+
+
+def write_wav(path: str | Path, sample_rate: int, samples: np.ndarray) -> None:
+    """Write mono int16 (or float in [-1, 1]) samples as a 16-bit PCM WAV file."""
+    pcm = samples if samples.dtype == np.int16 else to_int16(samples)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm.tobytes())
+
+
+def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
+    """A 16-bit PCM WAV file -> (sample rate, (n,) or (n, channels) int16)."""
+    with wave.open(str(path), "rb") as w:
+        if w.getsampwidth() != 2:
+            raise InputError(f"{path}: only 16-bit PCM WAV is read here, got {8 * w.getsampwidth()}-bit")
+        channels, rate = w.getnchannels(), w.getframerate()
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.int16)
+    return rate, pcm.reshape(-1, channels) if channels > 1 else pcm

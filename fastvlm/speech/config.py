@@ -1,0 +1,54 @@
+"""Speech settings. Only `app.py` and the CLI map flags and environment onto `SpeechConfig`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import physical_cores
+
+
+@dataclass(frozen=True)
+class SpeechConfig:
+    """How to hear questions (Whisper + Silero VAD) and speak answers (edge-tts, eSpeak NG offline)."""
+
+    # --- speech to text (faster-whisper) ---
+    whisper_model: str = "tiny.en"  # a faster-whisper name (tiny.en, tiny, base, ...) or a CTranslate2 model folder
+    models_dir: Path | None = None  # searched for <name>/ or faster-whisper-<name>/ before anything else
+    download: bool = True  # let faster-whisper fetch a named model into the Hugging Face cache if it is nowhere local
+    language: str | None = None  # None: the model's default ("en" for *.en models, detected otherwise)
+    compute_type: str = "int8"  # CTranslate2 compute type on the CPU
+    threads: int = field(default_factory=physical_cores)
+    beam_size: int = 5  # 1 = greedy; 5 hears robotic/unclear speech better at about the same cost on short questions
+    max_audio_s: float = 30.0  # longer audio is cut to this (Whisper's window); the Transcript says so
+
+    # --- turn taking (Silero VAD from faster-whisper) ---
+    end_silence_ms: int = 700  # silence after speech that ends an utterance
+    min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
+    speech_pad_ms: int = 300  # audio kept before the speech start and after its end
+    vad_threshold: float = 0.5  # Silero speech probability that counts as speech
+
+    # --- text to speech ---
+    tts_voice: str = "en-US-ChristopherNeural"  # edge-tts voice (online)
+    tts_timeout_s: float = 5.0  # edge-tts gives up after this, and eSpeak NG speaks instead
+    espeak_voice: str = "en-us"  # eSpeak NG voice (offline)
+    espeak_rate: int = 175  # eSpeak NG words per minute
+    audio_dir: Path | None = None  # where spoken answers are written; None: the system temp folder
+
+    def __post_init__(self) -> None:
+        if not self.whisper_model.strip():
+            raise ValueError("whisper_model must name a model (e.g. tiny.en) or a model folder")
+        if self.threads < 1:
+            raise ValueError("threads must be at least 1")
+        if self.beam_size < 1:
+            raise ValueError("beam_size must be at least 1")
+        if self.max_audio_s <= 0:
+            raise ValueError("max_audio_s must be positive")
+        if self.end_silence_ms < 32 or self.min_speech_ms < 0 or self.speech_pad_ms < 0:
+            raise ValueError("end_silence_ms must be >= 32 (one VAD window); min_speech_ms and speech_pad_ms >= 0")
+        if not 0 < self.vad_threshold < 1:
+            raise ValueError("vad_threshold must be in (0, 1)")
+        if self.tts_timeout_s <= 0:
+            raise ValueError("tts_timeout_s must be positive")
+        if not 80 <= self.espeak_rate <= 450:
+            raise ValueError("espeak_rate must be in 80..450 words per minute")

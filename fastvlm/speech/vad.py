@@ -1,0 +1,216 @@
+"""End of a spoken question in a streamed microphone, with the Silero VAD that faster-whisper ships.
+
+`TurnDetector.feed(sample_rate, chunk)` returns the events that chunk caused:
+`SpeechStarted` (grab the camera frame, start preparing the image) and, after `end_silence_ms`
+of silence, `UtteranceEnded` with the question's audio. Each browser session keeps its own detector;
+the Silero model is shared (its recurrent state lives in the detector, so nothing leaks between sessions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, Union
+
+import numpy as np
+
+from .audio import RATE, to_mono_16k
+from .config import SpeechConfig
+
+WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    at_s: float  # where the speech began, in seconds of audio fed since the last reset()
+
+
+@dataclass(frozen=True, eq=False)
+class UtteranceEnded:
+    audio: np.ndarray  # (n,) float32 mono 16 kHz: the speech with `speech_pad_ms` either side
+    start_s: float  # speech start, seconds since reset()
+    end_s: float  # speech end (where the silence began)
+    truncated: bool = False  # still speaking when the audio reached `max_audio_s`: cut there
+
+
+TurnEvent = Union[SpeechStarted, UtteranceEnded]
+
+
+class VadModel(Protocol):
+    """Speech probabilities for 512-sample windows of 16 kHz audio. Stateless: the caller holds `state`."""
+
+    def initial_state(self) -> Any: ...
+
+    def __call__(self, windows: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
+        """(n, 512) float32 -> ((n,) probabilities in [0, 1], the state after the last window)."""
+        ...
+
+
+class SileroVad:
+    """faster-whisper's Silero VAD ONNX session, run window by window with the LSTM state carried over.
+
+    Gives exactly the probabilities `faster_whisper.vad.get_speech_timestamps` computes over the whole
+    recording at once, but each chunk costs only its own windows.
+    """
+
+    CONTEXT = 64  # samples of the previous window each window sees
+
+    def __init__(self, session: Any) -> None:
+        self._session = session  # onnxruntime.InferenceSession: run() is thread-safe
+
+    def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        zeros = np.zeros((1, 1, 128), np.float32)
+        return zeros, zeros, np.zeros(self.CONTEXT, np.float32)  # h, c, last window's tail
+
+    def __call__(self, windows: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
+        h, c, tail = state
+        context = np.concatenate([tail[None], windows[:-1, -self.CONTEXT :]])  # (n, 64)
+        batch = np.concatenate([context, windows], axis=1)  # (n, 576)
+        probs, h, c = self._session.run(None, {"input": batch, "h": h, "c": c})
+        return probs.reshape(-1), (h, c, windows[-1, -self.CONTEXT :].copy())
+
+
+@functools.lru_cache(maxsize=1)
+def silero_vad() -> SileroVad:
+    """The process's shared Silero VAD (loaded on first use)."""
+    try:
+        from faster_whisper.vad import get_vad_model
+    except ImportError as e:
+        hint = "turn detection needs faster-whisper (it ships Silero VAD): pip install faster-whisper"
+        raise ImportError(hint) from e
+    return SileroVad(get_vad_model().session)
+
+
+@dataclass
+class _Utterance:
+    start: int  # first speech window, in 16 kHz samples since reset
+    silence_from: int | None = None  # first window of the current run of silence
+    started: bool = False  # SpeechStarted was sent
+
+
+@dataclass
+class _Stream:
+    """Per-session audio state."""
+
+    vad_state: Any
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # < 1 window, not yet judged
+    audio: list[np.ndarray] = field(default_factory=list)  # recent 16 kHz audio (pre-roll + utterance)
+    audio_from: int = 0  # sample index of audio[0][0]
+    utterance: _Utterance | None = None
+
+
+class TurnDetector:
+    """Finds where a spoken question starts and ends in successive microphone chunks."""
+
+    def __init__(self, vad: VadModel, config: SpeechConfig | None = None) -> None:
+        self.vad = vad
+        self.config = config or SpeechConfig()
+        ms = RATE // 1000
+        self._min_speech = self.config.min_speech_ms * ms
+        self._end_silence = self.config.end_silence_ms * ms
+        self._pad = self.config.speech_pad_ms * ms
+        self._max = int(self.config.max_audio_s * RATE)
+        self._threshold = self.config.vad_threshold
+        self._neg_threshold = max(self._threshold - 0.15, 0.01)  # as faster-whisper's get_speech_timestamps
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything heard and unmute; stream time restarts at 0."""
+        self._fed = 0  # 16 kHz samples fed since reset, muted ones included
+        self._muted_until: float | None = None  # in samples; inf: until unmute()
+        self._s = _Stream(self.vad.initial_state())
+
+    # --- muting: what the app says itself is not a question ---
+    @property
+    def muted(self) -> bool:
+        if self._muted_until is not None and self._fed >= self._muted_until:
+            self._muted_until = None
+        return self._muted_until is not None
+
+    def mute(self, for_s: float | None = None) -> None:
+        """Ignore audio until `unmute()`, or for `for_s` seconds of fed audio. Drops any utterance in progress."""
+        self._muted_until = float("inf") if for_s is None else self._fed + for_s * RATE
+        self._s = _Stream(self.vad.initial_state(), audio_from=self._fed)
+
+    def unmute(self) -> None:
+        self._muted_until = None
+
+    @contextlib.contextmanager
+    def muting(self) -> Iterator[None]:
+        self.mute()
+        try:
+            yield
+        finally:
+            self.unmute()
+
+    # --- listening ---
+    def feed(self, sample_rate: int, chunk: np.ndarray) -> list[TurnEvent]:
+        """One microphone chunk (any rate, PCM or float, mono or stereo) -> the events it caused."""
+        if np.size(chunk) == 0:  # browsers send empty chunks now and then
+            return []
+        audio = to_mono_16k(sample_rate, chunk)
+        if self.muted:
+            self._fed += audio.size
+            self._s.audio_from = self._fed  # nothing kept while muted: the next audio starts here
+            return []
+        s = self._s
+        s.audio.append(audio)
+        samples = np.concatenate([s.pending, audio])
+        n = samples.size // WINDOW
+        s.pending = samples[n * WINDOW :]
+        first = self._fed - (samples.size - audio.size)  # stream index of samples[0]
+        self._fed += audio.size
+        if n == 0:
+            return []
+        probs, s.vad_state = self.vad(samples[: n * WINDOW].reshape(n, WINDOW), s.vad_state)
+        events: list[TurnEvent] = []
+        for i, p in enumerate(probs):
+            event = self._step(float(p), first + i * WINDOW)
+            if event is not None:
+                events.append(event)
+        self._trim()
+        return events
+
+    def _step(self, p: float, at: int) -> TurnEvent | None:
+        """Advance by one window that starts at sample `at` with speech probability `p`."""
+        u = self._s.utterance
+        if u is None:
+            if p >= self._threshold:
+                self._s.utterance = u = _Utterance(at)
+            else:
+                return None
+        if p >= self._threshold:
+            u.silence_from = None
+        elif p < self._neg_threshold and u.silence_from is None:
+            u.silence_from = at
+        end = at + WINDOW
+        if not u.started:
+            if u.silence_from is not None:  # too short: a click or a cough
+                self._s.utterance = None
+            elif end - u.start >= self._min_speech:
+                u.started = True
+                return SpeechStarted(u.start / RATE)
+            return None
+        if u.silence_from is not None and end - u.silence_from >= self._end_silence:
+            return self._finish(u.silence_from, truncated=False)
+        if end - u.start >= self._max - self._pad:  # the audio with its lead-in stays within max_audio_s
+            return self._finish(end, truncated=True)
+        return None
+
+    def _finish(self, speech_end: int, truncated: bool) -> UtteranceEnded:
+        u, s = self._s.utterance, self._s
+        assert u is not None
+        audio = np.concatenate(s.audio)
+        lo = max(u.start - self._pad, s.audio_from) - s.audio_from
+        hi = min(speech_end + self._pad, s.audio_from + audio.size) - s.audio_from
+        s.utterance = None
+        return UtteranceEnded(audio[lo:hi].copy(), u.start / RATE, speech_end / RATE, truncated)
+
+    def _trim(self) -> None:
+        """Keep only the audio an utterance may still need: the pre-roll, or all of the current one."""
+        s = self._s
+        keep_from = (s.utterance.start if s.utterance else self._fed) - self._pad
+        while len(s.audio) > 1 and s.audio_from + s.audio[0].size <= keep_from:
+            s.audio_from += s.audio[0].size
+            s.audio.pop(0)

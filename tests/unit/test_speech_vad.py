@@ -1,0 +1,163 @@
+import numpy as np
+import pytest
+
+from fastvlm.speech.config import SpeechConfig
+from fastvlm.speech.vad import WINDOW, SpeechStarted, TurnDetector, UtteranceEnded
+
+RATE = 16_000
+
+
+class LoudnessVad:
+    """Speech probability from loudness; counts the windows it is shown."""
+
+    def __init__(self):
+        self.windows = 0
+
+    def initial_state(self):
+        return 0
+
+    def __call__(self, windows, state):
+        self.windows += len(windows)
+        return (np.abs(windows).max(axis=1) > 0.1).astype(np.float32), state + len(windows)
+
+
+def silence(seconds):
+    return np.zeros(int(RATE * seconds), np.float32)
+
+
+def voice(seconds):
+    return (0.5 * np.sin(np.arange(int(RATE * seconds)) * 0.3)).astype(np.float32)
+
+
+def feed(detector, audio, chunk_s=0.1, rate=RATE):
+    """Feed in chunks; return (event, seconds fed when it came) pairs."""
+    step, out = int(rate * chunk_s), []
+    for i in range(0, len(audio), step):
+        out += [(e, (i + step) / rate) for e in detector.feed(rate, audio[i : i + step])]
+    return out
+
+
+def detector(**options):
+    return TurnDetector(LoudnessVad(), SpeechConfig(**options))
+
+
+def test_speech_then_silence_gives_start_then_end():
+    d = detector()
+    events = feed(d, np.concatenate([silence(1), voice(1.5), silence(1)]))
+    (start, start_seen), (end, end_seen) = events
+    assert isinstance(start, SpeechStarted) and isinstance(end, UtteranceEnded)
+    assert start.at_s == pytest.approx(1.0, abs=WINDOW / RATE)
+    assert start_seen <= 1.0 + 0.25 + 0.1 + 0.04  # min_speech_ms, one chunk, one window
+    assert end.start_s == start.at_s and end.end_s == pytest.approx(2.5, abs=WINDOW / RATE)
+    assert 2.5 + 0.7 <= end_seen <= 2.5 + 0.7 + 0.15  # end_silence_ms after the speech, within a chunk
+    assert end.audio.size / RATE == pytest.approx(1.5 + 2 * 0.3, abs=0.07)  # padded both sides
+    assert not end.truncated
+
+
+def test_silence_and_short_clicks_are_not_speech():
+    d = detector()
+    audio = np.concatenate([silence(1), voice(0.1), silence(1), voice(0.15), silence(1)])
+    assert feed(d, audio) == []
+
+
+def test_a_short_pause_inside_a_question_does_not_end_it():
+    d = detector()
+    events = feed(d, np.concatenate([voice(1), silence(0.4), voice(1), silence(1)]))
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[1][0].end_s == pytest.approx(2.4, abs=0.04)
+
+
+def test_two_questions_give_two_turns():
+    d = detector()
+    events = feed(d, np.concatenate([voice(1), silence(1), voice(0.8), silence(1)]))
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded] * 2
+    assert events[2][0].at_s == pytest.approx(2.0, abs=0.04)
+
+
+@pytest.mark.parametrize("chunk_s", [0.01, 0.0333, 0.25, 5.0])
+def test_events_do_not_depend_on_chunk_size(chunk_s):
+    audio = np.concatenate([silence(0.5), voice(1), silence(1)])
+    reference = feed(detector(), audio, 0.1)
+    events = feed(detector(), audio, chunk_s)
+    assert [(type(e), getattr(e, "at_s", None), getattr(e, "end_s", None)) for e, _ in events] == [
+        (type(e), getattr(e, "at_s", None), getattr(e, "end_s", None)) for e, _ in reference
+    ]
+
+
+def test_each_window_is_judged_once():
+    d = detector()
+    feed(d, np.concatenate([voice(2), silence(3)]), 0.05)
+    assert d.vad.windows == int(5 * RATE) // WINDOW  # no re-running over the buffer
+
+
+def test_microphone_format_48k_stereo_int16():
+    mono = np.concatenate([silence(0.5), voice(1), silence(1)])
+    at48 = np.repeat(mono, 3)
+    stereo = (np.stack([at48, at48], axis=1) * 32767).astype(np.int16)
+    events = feed(detector(), stereo, rate=48_000)
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[0][0].at_s == pytest.approx(0.5, abs=0.04)
+    assert events[1][0].audio.dtype == np.float32
+
+
+def test_an_empty_chunk_is_no_event():
+    assert detector().feed(48_000, np.zeros((0, 2), np.int16)) == []
+
+
+def test_speech_longer_than_the_limit_is_cut_there():
+    events = feed(detector(max_audio_s=2.0), np.concatenate([voice(3), silence(1)]))
+    ends = [e for e, _ in events if isinstance(e, UtteranceEnded)]
+    assert ends[0].truncated and ends[0].end_s == pytest.approx(2.0 - 0.3, abs=0.04)  # room for the lead-in
+    assert ends[0].audio.size <= 2.0 * RATE
+
+
+def test_muted_audio_is_never_a_question():
+    d = detector()
+    with d.muting():
+        assert d.muted
+        assert feed(d, np.concatenate([voice(1), silence(1)])) == []
+    assert not d.muted
+    assert [type(e) for e, _ in feed(d, np.concatenate([voice(1), silence(1)]))] == [SpeechStarted, UtteranceEnded]
+
+
+def test_mute_for_a_while_expires_by_stream_time():
+    d = detector()
+    d.mute(for_s=1.5)  # the app's own answer is 1.5 s long
+    events = feed(d, np.concatenate([voice(1), silence(1), voice(1), silence(1)]))
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[0][0].at_s == pytest.approx(2.0, abs=0.04)  # stream time still counts while muted
+    assert events[1][0].audio.size / RATE == pytest.approx(1.0 + 2 * 0.3, abs=0.07)  # the right audio
+
+
+def test_mute_drops_an_utterance_in_progress():
+    d = detector()
+    assert [type(e) for e, _ in feed(d, voice(1))] == [SpeechStarted]
+    d.mute()
+    d.unmute()
+    assert feed(d, silence(1.5)) == []
+
+
+def test_reset_forgets_unmutes_and_restarts_the_clock():
+    d = detector()
+    feed(d, np.concatenate([silence(2), voice(1)]))
+    d.mute()
+    d.reset()
+    assert not d.muted
+    events = feed(d, np.concatenate([voice(1), silence(1)]))
+    assert events[0][0].at_s == 0.0 and events[1][0].end_s == pytest.approx(1.0, abs=0.04)
+
+
+def test_sessions_do_not_share_state():
+    vad = LoudnessVad()
+    a, b = TurnDetector(vad), TurnDetector(vad)
+    feed(a, voice(1))
+    assert feed(b, silence(1)) == []
+    assert [type(e) for e, _ in feed(a, silence(1))] == [UtteranceEnded]
+
+
+def test_utterance_audio_is_the_speech_itself():
+    marked = np.concatenate([silence(1), voice(1) * 0.5, voice(0.5), silence(1)])  # two loudness levels
+    (_, _), (end, _) = feed(detector(speech_pad_ms=0), marked)
+    assert end.audio.size / RATE == pytest.approx(1.5, abs=0.04)
+    assert np.abs(end.audio[: RATE // 2]).max() == pytest.approx(0.25, abs=0.01)
+    assert np.abs(end.audio[-RATE // 4 :]).max() == pytest.approx(0.5, abs=0.01)

@@ -1,0 +1,70 @@
+"""Image URLs of chat messages to encoded bytes: `data:` URLs always, `http(s)://` only when allowed."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+import httpx
+
+from .errors import ApiError
+from .settings import ApiSettings
+
+_DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^;,]*)*),(?P<data>.*)", re.DOTALL)
+HINT = "send the image inline as a data URL: data:image/jpeg;base64,<base64 bytes>"
+
+
+def decode_data_url(url: str, param: str = "image_url") -> bytes:
+    """The bytes of a base64 `data:image/...` URL, or a 400 saying what is wrong with it."""
+    m = _DATA_URL.fullmatch(url.strip())
+    if not m:
+        raise ApiError(400, f"the image data URL is malformed: {HINT}", param=param, code="invalid_image_url")
+    mime = (m["mime"] or "").lower()
+    if not mime.startswith("image/"):
+        raise ApiError(400, f"the data URL holds {mime or 'no media type'}, not an image: {HINT}",
+                       param=param, code="invalid_image_url")
+    if "base64" not in (p.strip().lower() for p in m["params"].split(";")):
+        raise ApiError(400, f"the image data URL is not base64-encoded: {HINT}", param=param,
+                       code="invalid_image_url")
+    try:
+        data = base64.b64decode("".join(m["data"].split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(400, f"the image data URL has invalid base64: {HINT}", param=param,
+                       code="invalid_image_url") from None
+    if not data:
+        raise ApiError(400, f"the image data URL is empty: {HINT}", param=param, code="invalid_image_url")
+    return data
+
+
+async def fetch(url: str, settings: ApiSettings, param: str = "image_url") -> bytes:
+    """Download an http(s) image (no redirects, at most `max_body_bytes`, `remote_image_timeout_s`)."""
+    limit = settings.max_body_bytes
+    try:
+        async with httpx.AsyncClient(timeout=settings.remote_image_timeout_s, follow_redirects=False) as client, \
+                client.stream("GET", url) as resp:
+            if resp.status_code != 200:
+                raise ApiError(400, f"fetching the image URL gave HTTP {resp.status_code}", param=param,
+                               code="image_fetch_failed")
+            data = bytearray()
+            async for chunk in resp.aiter_bytes():
+                data += chunk
+                if len(data) > limit:
+                    raise ApiError(413, f"the image at the URL is larger than {limit:,} bytes", param=param,
+                                   code="request_too_large")
+            return bytes(data)
+    except httpx.HTTPError as e:
+        raise ApiError(400, f"could not fetch the image URL ({type(e).__name__}): {HINT}", param=param,
+                       code="image_fetch_failed") from None
+
+
+async def image_bytes(url: str, settings: ApiSettings, param: str = "image_url") -> bytes:
+    scheme = url.strip()[:8].lower()
+    if scheme.startswith("data:"):
+        return decode_data_url(url, param)
+    if scheme.startswith(("http://", "https://")):
+        if not settings.allow_remote_image_urls:
+            raise ApiError(400, f"this server does not fetch remote image URLs: {HINT}", param=param,
+                           code="remote_image_url_refused")
+        return await fetch(url.strip(), settings, param)
+    raise ApiError(400, f"unsupported image URL scheme: {HINT}", param=param, code="invalid_image_url")

@@ -1,0 +1,131 @@
+"""The API's endpoints on one `APIRouter`, to mount beside the Gradio app (same process, port and engine).
+
+`POST /v1/chat/completions` (OpenAI), `GET /v1/models`, `POST /v1/prepare` (extension), `POST /predict`
+(multipart, plain-text stream), `GET /health`. Every endpoint except `/health` checks the API key.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import anyio
+from fastapi import APIRouter, FastAPI
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import preprocess
+from ..config import GenerationOptions
+from ..events import Request as EngineRequest
+from . import convert, images
+from .errors import ApiError, route_class
+from .schema import ChatCompletionRequest, Completion, PrepareRequest
+from .security import authorize, check_bind, read_body
+from .settings import ApiSettings
+from .streaming import EngineResponse, Gate, collect, plain_text, sse
+
+_NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _max_pixels(engine) -> int:
+    config = getattr(engine, "config", None)  # a RemoteEngine has none: its server checks again
+    return getattr(config, "max_image_pixels", preprocess.DEFAULT_MAX_PIXELS)
+
+
+def build_router(engine, settings: ApiSettings) -> APIRouter:
+    """All endpoints, bound to `engine` (an `Engine`, or anything with its `stream`/`prepare`/`describe`)."""
+
+    async def before(request: Request, path: str) -> None:
+        if path != "/health":
+            authorize(request, settings)
+        await read_body(request, settings.max_body_bytes)
+
+    router = APIRouter(route_class=route_class(before, settings.retry_after_s), tags=["fastvlm api"])
+    gate = Gate(engine, settings)
+    started = time.time()
+    max_pixels = _max_pixels(engine)
+
+    def check_model(model: str | None) -> None:
+        if model not in (None, settings.model_id):
+            raise ApiError(404, f"the model {model!r} does not exist here: use {settings.model_id!r} "
+                           "(GET /v1/models lists it)", param="model", code="model_not_found")
+
+    async def decode(url: str, param: str = "image_url"):
+        data = await images.image_bytes(url, settings, param)
+        return await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)  # 400 before queueing
+
+    @router.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        check_model(body.model)
+        chat = convert.chat_input(body)
+        image = await decode(chat.image_url)
+        engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution)
+        events = await gate.open(engine_request, body.queue_wait_s)
+        completion = Completion(settings.model_id)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return EngineResponse(sse(events, completion, include_usage), events, "text/event-stream",
+                                  _NO_BUFFERING)
+        try:
+            result = await collect(events, request)
+        finally:
+            await events.aclose()
+        if result is None:
+            return Response(status_code=499)  # the client left; nobody reads this
+        return JSONResponse(completion.message(*result))
+
+    @router.post("/v1/prepare")
+    async def prepare(body: PrepareRequest) -> dict:
+        """Extension: encode the image and prefill it while the engine is idle (False if it is busy)."""
+        image = await decode(convert.url_of(body.image_url, "image_url"))
+        return {"prepared": await gate.prepare(image, convert.resolution(body.resolution))}
+
+    @router.post("/predict")
+    async def predict(request: Request) -> Response:
+        """The older CPU pipeline's endpoint: multipart `image` (+ `prompt`, `max_tokens`) -> plain text."""
+        async with request.form() as form:
+            upload, prompt = form.get("image"), str(form.get("prompt") or "")
+            if not isinstance(upload, UploadFile):
+                raise ApiError(400, "send the image as the multipart file field 'image' (curl -F image=@photo.jpg)",
+                               param="image", code="image_required")
+            max_tokens = str(form.get("max_tokens") or GenerationOptions.max_new_tokens)
+            if not max_tokens.isdigit() or int(max_tokens) < 1:
+                raise ApiError(400, "max_tokens must be a positive integer", param="max_tokens")
+            data = await upload.read()
+        image = await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)
+        req = EngineRequest(image, prompt, options=GenerationOptions(max_new_tokens=int(max_tokens)))
+        events = await gate.open(req)
+        return EngineResponse(plain_text(events), events, "text/plain; charset=utf-8", _NO_BUFFERING)
+
+    @router.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [_model_card(settings.model_id, started)]}
+
+    @router.get("/v1/models/{model_id}")
+    async def model(model_id: str) -> dict:
+        check_model(model_id)
+        return _model_card(model_id, started)
+
+    @router.get("/health")
+    async def health() -> dict:
+        """Liveness, what is loaded (file names, not paths) and whether the engine is answering now."""
+        info = dict(engine.describe())
+        for key in ("vision", "llm"):
+            if key in info:
+                info[key] = os.path.basename(str(info[key]))
+        return {"status": "ok", "model_id": settings.model_id, "engine": info,
+                "state": "busy" if info.get("busy") else "idle", "uptime_s": round(time.time() - started, 1)}
+
+    return router
+
+
+def _model_card(model_id: str, created: float) -> dict:
+    return {"id": model_id, "object": "model", "created": int(created), "owned_by": "fastvlm"}
+
+
+def mount_api(app: FastAPI, engine, settings: ApiSettings, *, host: str | None, share: bool = False) -> FastAPI:
+    """Check the bind (see `check_bind`) and add the API's routes to `app`; returns `app`."""
+    check_bind(host, settings, share)
+    app.include_router(build_router(engine, settings))
+    return app

@@ -1,0 +1,104 @@
+"""Who may call the API and how much they may send: bind check, bearer key, body size limit."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+
+from starlette.requests import Request
+
+from .errors import ApiError
+from .settings import ApiSettings
+
+log = logging.getLogger(__name__)
+
+_LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+class UnsafeBindError(RuntimeError):
+    """The API would be reachable from other machines without an API key."""
+
+
+def is_loopback(host: str | None) -> bool:
+    """True for 127.0.0.0/8, ::1 and `localhost`; False for 0.0.0.0, ::, LAN addresses and other names."""
+    if not host:
+        return False
+    host = host.strip().strip("[]").lower()
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1, an IPv4 client of a dual-stack socket
+    return (mapped or ip).is_loopback
+
+
+def check_bind(host: str | None, settings: ApiSettings, share: bool = False) -> None:
+    """Refuse to serve the API off-loopback (or through a public share link) without an API key.
+
+    Call before starting the server. Raises `UnsafeBindError` saying how to fix it.
+    """
+    public = share or not is_loopback(host)
+    if not public or settings.api_key:
+        return
+    where = "through a public share link" if share else f"on {host or 'all interfaces'!r}"
+    if settings.allow_unauthenticated_remote:
+        log.warning("serving the API %s WITHOUT an API key: anyone who can reach it can use it", where)
+        return
+    raise UnsafeBindError(
+        f"refusing to serve the API {where} without an API key: set FASTVLM_API_KEY (clients then send "
+        "'Authorization: Bearer <key>'), or bind to 127.0.0.1, or allow unauthenticated remote access "
+        "explicitly if this network is trusted"
+    )
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def authorize(request: Request, settings: ApiSettings) -> None:
+    """Check `Authorization: Bearer <key>` (constant time) when a key is configured. Without one, only
+    loopback clients are served unless `allow_unauthenticated_remote` (a second line behind `check_bind`)."""
+    if settings.api_key is None:
+        client = request.client.host if request.client else None
+        if not settings.allow_unauthenticated_remote and not is_loopback(client):
+            raise ApiError(403, "this server has no API key and serves local clients only: "
+                           "start it with FASTVLM_API_KEY set", code="remote_client_refused")
+        return
+    token = _bearer(request)
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if token is None:
+        raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>'", code="missing_api_key",
+                       headers=challenge)
+    if not hmac.compare_digest(token.encode(), settings.api_key.encode()):
+        raise ApiError(401, "incorrect API key", code="invalid_api_key", headers=challenge)
+
+
+def api_key_dependency(settings: ApiSettings):
+    """A FastAPI dependency that applies `authorize` (for routes outside this package's router)."""
+
+    async def require_api_key(request: Request) -> None:
+        authorize(request, settings)
+
+    return require_api_key
+
+
+async def read_body(request: Request, limit: int) -> None:
+    """Read the body up to `limit` bytes (413 beyond) and keep it on the request for the endpoint."""
+    if request.method in ("GET", "HEAD"):
+        return
+    too_big = ApiError(413, f"the request body is larger than {limit:,} bytes: send a smaller image",
+                       code="request_too_large")
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    request._body = b"".join(chunks)  # Starlette's own cache: body(), json() and form() read it from here

@@ -1,0 +1,26 @@
+"""How the HTTP API behaves. Only `app.py` and the CLI map flags and environment onto `ApiSettings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Settings of the OpenAI-compatible API (`/v1/...`, `/predict`, `/health`)."""
+
+    api_key: str | None = None  # required as `Authorization: Bearer <key>` when set (FASTVLM_API_KEY)
+    allow_unauthenticated_remote: bool = False  # serve off-loopback without a key (trusted networks only)
+    queue_wait_s: float = 30.0  # how long a request waits for the busy engine before a 503
+    max_waiting: int = 4  # requests allowed to wait behind the running one; more get a 503 at once
+    retry_after_s: int = 5  # the `Retry-After` header of a 503
+    max_body_bytes: int = 20 * 1024 * 1024  # larger request bodies get a 413
+    model_id: str = "fastvlm"  # the id `/v1/models` lists and `model` must name (absent `model` is accepted)
+    allow_remote_image_urls: bool = False  # fetch http(s) image URLs server-side (an SSRF risk: trusted users only)
+    remote_image_timeout_s: float = 10.0  # connect + read limit of one remote image fetch
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("api_key is empty: set a real key or leave it unset (None)")
+        if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1:
+            raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes >= 1")

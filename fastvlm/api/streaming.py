@@ -1,0 +1,163 @@
+"""The blocking engine driven from the event loop: admission (single flight, bounded queue), one `next()`
+per worker-thread hop, and responses that close the engine's generator however they end."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from ..events import Done, Event, Notice, Stats, TextDelta
+from ..events import Request as EngineRequest
+from .errors import busy_error, sse_error
+from .schema import Completion, finish_reason, timings
+from .settings import ApiSettings
+
+log = logging.getLogger(__name__)
+
+
+class EngineEvents:
+    """Async iteration over `engine.stream()`. The generator runs in worker threads, never two steps at once
+    (a cancelled step finishes before the task unwinds), and `aclose()` closes it, freeing the engine."""
+
+    def __init__(self, events: Iterator[Event], limiter: anyio.CapacityLimiter, on_close: Callable[[], None]):
+        self._events, self._limiter, self._on_close = events, limiter, on_close
+        self._ahead: list[Event] = []
+        self._closed = False
+
+    async def _step(self) -> Event | None:
+        return await anyio.to_thread.run_sync(next, self._events, None, limiter=self._limiter)
+
+    async def start(self) -> None:
+        """Take the first event now: raises `Busy` after the queue wait, `InputError` for a bad image."""
+        first = await self._step()
+        if first is not None:
+            self._ahead.append(first)
+
+    def __aiter__(self) -> EngineEvents:
+        return self
+
+    async def __anext__(self) -> Event:
+        event = self._ahead.pop() if self._ahead else await self._step()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._events.close, limiter=self._limiter)
+        finally:
+            self._on_close()
+
+
+class Gate:
+    """Admission of API requests: one runs, up to `max_waiting` wait (`queue_wait_s` at most), more get a 503."""
+
+    def __init__(self, engine, settings: ApiSettings):
+        self.engine, self.settings = engine, settings
+        self._limiter = anyio.CapacityLimiter(settings.max_waiting + 1)
+        self._admitted = 0  # changed only on the event loop, so check-and-increment is atomic
+
+    def _admit(self) -> None:
+        if self._admitted > self.settings.max_waiting:
+            raise busy_error(f"{self._admitted} requests are already running or waiting: try again shortly",
+                             self.settings.retry_after_s)
+        self._admitted += 1
+
+    def _release(self) -> None:
+        self._admitted -= 1
+
+    async def open(self, request: EngineRequest, wait: float | None = None) -> EngineEvents:
+        """The engine's events for `request`, once it has its turn (waiting at most `queue_wait_s`, or `wait`
+        if shorter) and the first event is there; `Busy` (a 503) otherwise."""
+        self._admit()
+        wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
+        events = EngineEvents(self.engine.stream(request, wait=wait), self._limiter, self._release)
+        try:
+            await events.start()
+        except BaseException:
+            await events.aclose()
+            raise
+        return events
+
+    async def prepare(self, image, resolution: int | None) -> bool:
+        self._admit()
+        try:
+            return await anyio.to_thread.run_sync(self.engine.prepare, image, resolution, limiter=self._limiter)
+        finally:
+            self._release()
+
+
+class EngineResponse(StreamingResponse):
+    """A streaming response that closes the engine's generator when it ends, fails or the client leaves."""
+
+    def __init__(self, body: AsyncIterator[str], events: EngineEvents, media_type: str,
+                 headers: dict[str, str] | None = None):
+        super().__init__(body, media_type=media_type, headers=headers)
+        self._events = events
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._events.aclose()
+
+
+def _data(obj: dict) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+async def sse(events: EngineEvents, completion: Completion, include_usage: bool) -> AsyncIterator[str]:
+    """OpenAI's stream: a role chunk, content chunks, a chunk with `finish_reason`, usage if asked, [DONE]."""
+    yield _data(completion.chunk({"role": "assistant", "content": ""}))
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                yield _data(completion.chunk({"content": event.text}))
+            elif isinstance(event, Notice):
+                yield _data(completion.chunk({}, notice=event.message))  # extension
+            elif isinstance(event, Done):
+                stats = event.stats
+                yield _data(completion.chunk({}, finish_reason(stats.stop_reason), timings=timings(stats)))
+                if include_usage:
+                    yield _data(completion.usage_chunk(stats))
+    except Exception as e:  # noqa: BLE001 - headers are sent: report in-band, as OpenAI does (and log)
+        yield sse_error(e)
+        return
+    yield "data: [DONE]\n\n"
+
+
+async def plain_text(events: EngineEvents) -> AsyncIterator[str]:
+    """The answer's text alone (`/predict`); an error after the start ends the text early and is logged."""
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                yield event.text
+    except Exception:  # plain text has no way to carry an error
+        log.exception("streaming a /predict answer failed")
+
+
+async def collect(events: EngineEvents, request: Request) -> tuple[str, Stats, list[str]] | None:
+    """Drain the events (None if the client went away: the caller's `aclose()` then frees the engine)."""
+    parts: list[str] = []
+    notices: list[str] = []
+    stats = Stats()
+    async for event in events:
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+        elif isinstance(event, Notice):
+            notices.append(event.message)
+        elif isinstance(event, Done):
+            stats = event.stats
+        if await request.is_disconnected():
+            return None
+    return "".join(parts), stats, notices

@@ -1,0 +1,88 @@
+"""FastVLM on CPU, the web app: `python app.py [--models DIR | --vision F.onnx --llm F.gguf] [--host H] [--port P]`.
+
+Also the Hugging Face Spaces entry point (README front matter `app_file: app.py`). Flags and environment
+are read here only; nothing happens at import time, so tests import `create_app` and `launch`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+
+log = logging.getLogger("fastvlm.app")
+
+QUEUE_SIZE = 64  # people waiting beyond this get "queue full" instead of an endless wait
+MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from fastvlm.cli import add_model_arguments
+
+    p = argparse.ArgumentParser(prog="python app.py", description="FastVLM on CPU: the Gradio app")
+    add_model_arguments(p)
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                   help="address to listen on [GRADIO_SERVER_NAME] (0.0.0.0 for every interface)")
+    g.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                   help="port [GRADIO_SERVER_PORT]")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def create_app(engine, settings=None):
+    """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
+
+    Answers run one at a time through the queue (people see their place in line); prepare, live frames and
+    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all."""
+    from ui import build_app
+
+    demo = build_app(engine, settings)
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    return demo
+
+
+def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
+    """Start the server; `block=False` returns at once (tests). Returns Gradio's (app, local url, share url)."""
+    from ui import launch_style
+
+    return demo.launch(server_name=host, server_port=port, prevent_thread_lock=not block,
+                       max_file_size=MAX_UPLOAD, **launch_style())
+
+
+def load_engine(args: argparse.Namespace):
+    from fastvlm.cli import engine_config
+    from fastvlm.engine import Engine
+
+    config = engine_config(args)  # resolves (and downloads) the weights, progress on the console
+    log.info("loading %s + %s (%d px, %d threads) and warming up…", config.vision_path.name, config.llm_path.name,
+             config.resolution, config.threads)
+    t = time.perf_counter()
+    engine = Engine.load(config)
+    log.info("model ready in %.1f s", time.perf_counter() - t)
+    return engine
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fastvlm.events import ModelFileError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # Gradio's own start-up requests
+    try:
+        engine = load_engine(args)
+    except (ModelFileError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        launch(create_app(engine), args.host, args.port)
+    finally:
+        engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Browser tests: the app on the tiny synthetic models, launched once in this process, driven by Debian's
+Chromium through Playwright's Python API (no `playwright install`). The fake camera plays a Y4M clip the
+session writes with numpy. Skipped cleanly when /usr/bin/chromium or playwright is missing."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+
+
+# -- the fake camera ---------------------------------------------------------------------------------------
+def write_y4m(path: Path, width: int = 320, height: int = 240, frames: int = 30, fps: int = 10) -> Path:
+    """A YUV4MPEG2 (4:2:0) clip Chromium can play as a webcam: a bright card sliding over a gradient."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{width} H{height} F{fps}:1 Ip A1:1 C420jpeg\n".encode())
+        for i in range(frames):
+            y = (60 + (xx + yy) * 120 // (width + height)).astype(np.uint8)  # (H, W) luma gradient
+            x0 = (i * 8) % (width - 80)
+            y[height // 3: height // 3 + 60, x0: x0 + 80] = 230
+            u = np.full((height // 2, width // 2), 110, np.uint8)  # (H/2, W/2) chroma: a cool tint
+            v = np.full((height // 2, width // 2), 140, np.uint8)
+            f.write(b"FRAME\n" + y.tobytes() + u.tobytes() + v.tobytes())
+    return path
+
+
+# -- a slowed engine -----------------------------------------------------------------------------------------
+class SlowLM:
+    """Wraps the tiny language model: each token sleeps `delay`; `endless` ignores end tokens, so every answer
+    runs to max_new_tokens. Records when generations run, to prove that none ever overlap."""
+
+    def __init__(self, lm):
+        self._lm = lm
+        self.delay, self.endless = 0.0, False
+        self.spans: list[tuple[float, float, int]] = []  # (start, end, tokens) of each generation
+        self.active = self.max_active = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self._lm, name)
+
+    def generate(self, options, seed=0):
+        with self._lock:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        start, tokens, n = time.monotonic(), self._lm.generate(options, seed), 0
+        try:
+            for token in tokens:
+                if self.delay:
+                    time.sleep(self.delay)
+                n += 1
+                yield token
+        finally:
+            tokens.close()
+            with self._lock:
+                self.active -= 1
+                self.spans.append((start, time.monotonic(), n))
+
+    def stop_reason(self, token):
+        return None if self.endless else self._lm.stop_reason(token)
+
+    def reset_knobs(self) -> None:
+        self.delay, self.endless = 0.0, False
+
+
+@dataclass
+class Server:
+    url: str
+    engine: object
+    lm: SlowLM
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- fixtures ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def sync_api():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium chromium-driver")
+    return pytest.importorskip("playwright.sync_api", reason="pip install playwright (the Python package)")
+
+
+@pytest.fixture(scope="session")
+def browser(sync_api, tmp_path_factory):
+    clip = write_y4m(tmp_path_factory.mktemp("camera") / "camera.y4m")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream", f"--use-file-for-fake-video-capture={clip}",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def server(browser, tiny_config):
+    import app
+    from fastvlm.engine import Engine
+    from ui import AppSettings
+
+    engine = Engine.load(tiny_config)  # its own engine: its language model gets slowed
+    lm = engine.lm = SlowLM(engine.lm)
+    settings = AppSettings(max_new_tokens=32, snapshot_max_new_tokens=24, live_max_new_tokens=12,
+                           live_interval_s=1, frame_every_s=0.5)
+    demo = app.create_app(engine, settings)
+    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False)
+    yield Server(url, engine, lm)
+    demo.close()
+    engine.close()
+
+
+@pytest.fixture
+def app_server(server):
+    server.lm.reset_knobs()
+    yield server
+    server.lm.reset_knobs()
+
+
+@pytest.fixture
+def new_page(browser, app_server):
+    """Opens the app in a fresh browser context (a separate person); all are closed after the test."""
+    contexts = []
+
+    def open_page():
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, permissions=["camera"])
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(app_server.url)
+        page.locator("#image-input").wait_for()
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture(scope="session")
+def sample_images(tmp_path_factory):
+    from PIL import Image, ImageDraw
+
+    folder = tmp_path_factory.mktemp("images")
+    paths = []
+    for i, (bg, fg) in enumerate([((40, 120, 200), (250, 200, 40)), ((30, 140, 60), (240, 240, 240))]):
+        image = Image.new("RGB", (480, 360), bg)
+        draw = ImageDraw.Draw(image)
+        draw.ellipse((140, 80, 340, 280), fill=fg)
+        draw.rectangle((16, 16, 200, 60), fill=(255, 255, 255))
+        draw.text((26, 30), f"SAMPLE {i}", fill=(0, 0, 0))
+        paths.append(folder / f"sample{i}.png")
+        image.save(paths[-1])
+    return paths

@@ -1,0 +1,82 @@
+"""Small helpers for driving the app's page: waiting, reading the chat and toasts, screenshots."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+
+def screenshot(page, name: str) -> Path:
+    """Saved under artifacts/screenshots/ (gitignored) for a person to look at."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def wait_until(predicate, timeout: float = 15.0, every: float = 0.05, what: str = "condition"):
+    """Poll `predicate` until it returns something truthy; that value is returned."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def toasts(page) -> str:
+    return " | ".join(page.locator(".toast-body").all_inner_texts())
+
+
+def wait_toast(page, text: str, timeout: float = 10.0) -> str:
+    """Wait until a toast saying `text` is on screen; all toasts' text."""
+    page.locator(".toast-body", has_text=text).first.wait_for(state="visible", timeout=timeout * 1000)
+    return toasts(page)
+
+
+def close_toasts(page) -> None:
+    for button in page.locator(".toast-close").all():
+        if button.is_visible():
+            button.click()
+
+
+# -- Image tab ----------------------------------------------------------------------------------------------
+def upload(page, path) -> None:
+    page.locator("#image-input input[type=file]").set_input_files(str(path))
+    page.locator("#image-input img").first.wait_for()
+
+
+def ask(page, question: str, enter: bool = False) -> None:
+    box = page.locator("#image-question textarea")
+    box.fill(question)
+    if enter:
+        box.press("Enter")
+    else:
+        page.locator("#image-submit").click()
+
+
+def chat(page, role: str) -> list[str]:
+    """Texts of the chat's messages from `role` ('user' or 'bot'), oldest first."""
+    return page.locator(f"#image-chat [data-testid={role}]").all_inner_texts()
+
+
+def metrics(page) -> str:
+    return page.locator("#image-metrics").inner_text()
+
+
+FINAL_METRICS = re.compile(r"TTFT \d+ ms · encode (cached|\d+ ms) · prefill \d+ ms( \(\d+ reused\))? · "
+                           r"[\d.]+ tok/s · (\d+) tokens")
+
+
+def wait_answer(page, n_answers: int, timeout: float = 20.0) -> re.Match:
+    """Wait until the chat holds `n_answers` answers and the metrics line is final; the line's match."""
+    def done():
+        match = FINAL_METRICS.search(metrics(page))
+        return match if match and len(chat(page, "bot")) >= n_answers else None
+
+    return wait_until(done, timeout, what=f"answer {n_answers} and its metrics line")

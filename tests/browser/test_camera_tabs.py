@@ -1,0 +1,67 @@
+"""The camera tabs in Chromium with a fake webcam: snapshot + TTFT readout, and Live with a slowed engine."""
+
+import itertools
+import re
+import time
+
+import pytest
+
+from tests.browser.pages import screenshot, wait_until
+
+pytestmark = pytest.mark.browser
+
+READOUT = re.compile(r"TTFT \d+ ms · total (\d+ ms|\d+\.\d s)")
+COUNTER = re.compile(r"answered (\d+) · skipped (\d+)")
+
+
+def open_camera(page, root: str) -> None:
+    """Grant the (fake) webcam to the camera box `root` and wait until its video plays."""
+    page.locator(f"{root} [title='grant webcam access'] button").click()
+    page.wait_for_function(f"() => document.querySelector('{root} video')?.readyState >= 2")
+
+
+def counts(page) -> tuple[int, int]:
+    match = COUNTER.search(page.locator("#live-counter").inner_text())
+    return int(match.group(1)), int(match.group(2))
+
+
+def test_snapshot_is_answered_with_a_large_ttft_readout(new_page, app_server):
+    app_server.lm.endless = True
+    page = new_page()
+    page.get_by_role("tab", name="Camera snapshot").click()
+    assert page.locator("#snapshot-ttft").inner_text().strip() == "TTFT – · total –"  # visible before any capture
+    open_camera(page, "#snapshot-camera")
+    page.locator("#snapshot-camera button[aria-label='capture photo']").click()
+    page.locator("#snapshot-camera img").first.wait_for()
+    page.locator("#snapshot-analyse").click()
+    readout = wait_until(lambda: READOUT.search(page.locator("#snapshot-ttft").inner_text()), what="the TTFT readout")
+    assert page.locator("#snapshot-answer textarea").input_value().strip()
+    font_px = page.locator("#snapshot-ttft .readout").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert font_px >= 28, f"the TTFT readout is {font_px}px: not large"
+    screenshot(page, "snapshot-tab")
+    assert readout
+
+
+def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page, app_server):
+    lm = app_server.lm
+    lm.delay, lm.endless = 0.15, True  # 12 tokens: ~1.8 s per answer against a 1 s tick
+    page = new_page()
+    page.get_by_role("tab", name="Live").click()
+    t0 = time.monotonic()
+    page.locator("#live-start").click()  # also starts the webcam's stream
+    wait_until(lambda: counts(page)[0] >= 3, 40, every=0.2, what="three answered frames")
+    _, skipped = counts(page)
+    assert skipped >= 1, "no frame was skipped although every answer outlasted the tick"
+    spans = sorted(s for s in lm.spans if s[0] >= t0)
+    assert lm.max_active == 1 and len(spans) >= 3
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "two answers overlapped"
+    items = page.locator("#live-feed .feed-item").all_inner_texts()
+    assert len(items) >= 3 and all("TTFT" in item for item in items)
+    times = [re.match(r"(\d\d:\d\d:\d\d)", item).group(1) for item in items]
+    assert times == sorted(times, reverse=True)  # newest first
+    screenshot(page, "live-tab")
+    page.locator("#live-stop").click()
+    wait_until(lambda: not app_server.engine.busy, 3, what="Stop to free the engine")
+    stopped = counts(page)
+    time.sleep(2.5)
+    assert counts(page) == stopped and not app_server.engine.busy  # nothing runs after Stop

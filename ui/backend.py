@@ -1,0 +1,28 @@
+"""What the UI needs from an engine: `fastvlm.engine.Engine` fits, and so could a remote backend later."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from fastvlm.events import Event, Request
+
+
+class Backend(Protocol):
+    """Single-flight answering: one inference at a time, no per-user state."""
+
+    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
+        """Events of one answer. `wait=0` raises `fastvlm.events.Busy` on the first `next()` if the
+        engine is serving someone else; closing the iterator stops decoding and frees the engine."""
+        ...
+
+    def prepare(self, image: Any, resolution: int | None = None) -> bool:
+        """Encode `image` (and prefill its prompt prefix) while idle; False when busy."""
+        ...
+
+    def describe(self) -> dict:
+        """model, synthetic, vision, llm, resolution, threads, n_ctx, busy."""
+        ...
+
+    @property
+    def busy(self) -> bool: ...

@@ -1,0 +1,35 @@
+"""The Blocks layout: a header saying what is loaded, then the tabs.
+
+Tab order: Image, Camera snapshot, (Voice + camera: its own issue, inserted third), Live.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from .backend import Backend
+from .settings import AppSettings
+from .tab_image import build_image_tab
+from .tab_live import build_live_tab
+from .tab_snapshot import build_snapshot_tab
+from .widgets import CSS_PATH, header_markdown
+
+
+def build_app(engine: Backend, settings: AppSettings | None = None) -> gr.Blocks:
+    """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`."""
+    settings = settings or AppSettings()
+    with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
+        gr.Markdown(header_markdown(engine.describe(), settings.title), elem_id="header")
+        with gr.Tabs():
+            with gr.Tab("Image", id="image", elem_id="tab-image"):
+                build_image_tab(engine, settings)
+            with gr.Tab("Camera snapshot", id="snapshot", elem_id="tab-snapshot"):
+                build_snapshot_tab(engine, settings)
+            with gr.Tab("Live", id="live", elem_id="tab-live"):
+                build_live_tab(engine, settings)
+    return demo
+
+
+def launch_style() -> dict:
+    """Theme and CSS, which Gradio 6 takes in `launch()` rather than `Blocks()`."""
+    return {"theme": gr.themes.Soft(primary_hue="blue"), "css_paths": [CSS_PATH]}

@@ -1,0 +1,167 @@
+"""The Image tab: upload an image, ask, ask follow-ups; answers stream into a chat with a metrics line.
+
+A person's conversation lives in their `ImageSession` (a `gr.State`); the engine keeps none. An upload
+starts a new conversation and is prepared (encoded + prefilled) while the question is typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from fastvlm.config import FAST_RESOLUTION, TRAINED_RESOLUTION, GenerationOptions
+from fastvlm.events import InputError, Request
+from fastvlm.prompt import Turn, question_or_default
+
+from .backend import Backend
+from .settings import AppSettings
+from .widgets import (
+    IMAGE_PRESETS,
+    INSTANT,
+    Partial,
+    Turnstile,
+    fail,
+    follow,
+    format_metrics,
+    ms,
+    preset_buttons,
+    readable_uploads,
+    readout_html,
+    toast_text,
+    wire_answer,
+)
+
+NO_IMAGE = "Upload an image first: drop a file on the image box, paste one, or click the box to choose a file."
+
+
+@dataclass
+class ImageSession:
+    """One person's conversation about one image."""
+
+    turnstile: Turnstile = field(default_factory=Turnstile)
+    image: str | None = None  # the conversation's image: a path in Gradio's upload cache
+    history: list[Turn] = field(default_factory=list)
+    conversation: int = 0  # bumped by a new image or "New conversation"; late answers of older ones are dropped
+
+    def restart(self, image: str | None) -> None:
+        self.image, self.history = image, []
+        self.conversation += 1
+
+
+def resolution_choices(configured: int) -> list[tuple[str, int]]:
+    choices = [(f"{TRAINED_RESOLUTION} · accurate", TRAINED_RESOLUTION), (f"{FAST_RESOLUTION} · fast", FAST_RESOLUTION)]
+    if configured not in (TRAINED_RESOLUTION, FAST_RESOLUTION):
+        choices.append((f"{configured} · configured", configured))
+    return choices
+
+
+def messages(history: list[Turn] | tuple[Turn, ...], pending: tuple[str, str] | None = None) -> list[dict]:
+    """The chat view's value: earlier turns, then the question being answered and its answer so far."""
+    turns = [(t.question, t.answer) for t in history] + ([pending] if pending else [])
+    out: list[dict] = []
+    for question, answer in turns:
+        out += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return out
+
+
+def metrics_text(part: Partial) -> str:
+    if part.stats is not None:
+        return format_metrics(part.stats)
+    if part.ttft_s is not None:
+        return f"TTFT {ms(part.ttft_s)} · answering…"
+    return "waiting for the model…"
+
+
+# -- handlers (plain functions: the tests call them with a fake engine) ------------------------------------
+def new_conversation(session: ImageSession, image: str | None = None) -> tuple[list, str]:
+    """A new upload, a cleared image box or "New conversation": the chat starts over."""
+    session.restart(image if image is not None else session.image)
+    return [], readout_html("", "metrics")
+
+
+def prepare(engine: Backend, image: str | None, resolution: int) -> None:
+    """Encode the upload while the question is typed; skipped when the engine is busy."""
+    if image is None:
+        return
+    try:
+        engine.prepare(image, int(resolution))
+    except InputError as e:
+        gr.Warning(toast_text(e), title="This image cannot be used")
+
+
+def guard(session: ImageSession, image: str | None, *_) -> None:
+    """Runs at once on Submit: refuses a missing image or a second click while an answer streams."""
+    if image is None:
+        raise gr.Error(NO_IMAGE, title="No image", print_exception=False)
+    session.turnstile.enter()
+
+
+def ask(engine: Backend, session: ImageSession, image: str | None, question: str, resolution: int,
+        max_new_tokens: int, every_s: float = 0.05) -> Iterator[tuple]:
+    """Stream one answer into the chat: yields (chat, metrics html, question box)."""
+    ticket = session.turnstile.active
+    try:
+        if image is None:
+            raise gr.Error(NO_IMAGE, title="No image", print_exception=False)
+        if image != session.image:
+            session.restart(image)
+        conversation, history = session.conversation, tuple(session.history)
+        q = question_or_default(question or "")
+        request = Request(image, q, history, GenerationOptions(max_new_tokens=int(max_new_tokens)), int(resolution))
+        part = Partial()
+        yield messages(history, (q, "")), readout_html(metrics_text(part), "metrics"), ""
+        try:
+            for part in follow(engine.stream(request), every_s):
+                yield messages(history, (q, part.text)), readout_html(metrics_text(part), "metrics"), gr.skip()
+        except gr.Error:
+            yield messages(history), readout_html("", "metrics"), q
+            raise
+        except Exception as e:
+            raise fail(e) from e
+        finally:  # also on Stop: keep what was shown, unless a newer conversation or answer took over
+            current = session.conversation == conversation and session.turnstile.active in (0, ticket)
+            if current and (part.text or part.stats):
+                session.history.append(Turn(q, part.text))
+    finally:
+        session.turnstile.leave(ticket)
+
+
+# -- layout ------------------------------------------------------------------------------------------
+def build_image_tab(engine: Backend, settings: AppSettings) -> None:
+    configured = engine.describe()["resolution"]
+    session = gr.State(ImageSession())
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=280):
+            image = readable_uploads(gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
+                                              label="Image", height=340, elem_id="image-input"))
+            resolution = gr.Radio(resolution_choices(configured), value=configured, label="Resolution",
+                                  elem_id="image-resolution")
+            max_tokens = gr.Slider(16, settings.max_new_tokens_limit, value=settings.max_new_tokens, step=16,
+                                   label="Max new tokens", elem_id="image-max-tokens")
+        with gr.Column(scale=3, min_width=320):
+            chat = gr.Chatbot(label="Answer", height=360, elem_id="image-chat", buttons=["copy"],
+                              feedback_options=None, placeholder="Upload an image, then ask about it.")
+            metrics = gr.HTML(readout_html("", "metrics"), label="Metrics", elem_id="image-metrics")
+            question = gr.Textbox(label="Question", placeholder=IMAGE_PRESETS[0], elem_id="image-question")
+            preset_buttons(IMAGE_PRESETS, question)
+            with gr.Row():
+                submit = gr.Button("Submit", variant="primary", elem_id="image-submit")
+                stop = gr.Button("Stop", variant="stop", elem_id="image-stop")
+                restart = gr.Button("New conversation", elem_id="image-new")
+
+    def prepare_upload(image, resolution):  # a broken upload fails here, as a toast, before any engine work
+        prepare(engine, image, resolution)
+
+    def answer(state, image, question, resolution, max_new_tokens):
+        yield from ask(engine, state, image, question, resolution, max_new_tokens, settings.ui_update_s)
+
+    for changed in (image.upload, image.clear):  # the session is reset before the new image is even read
+        changed(new_conversation, session, [chat, metrics], show_progress="hidden", api_visibility="private",
+                **INSTANT).then(prepare_upload, [image, resolution], None, show_progress="hidden",
+                                concurrency_id="prepare", concurrency_limit=None, api_name="prepare_image")
+    chat.clear(new_conversation, session, [chat, metrics], api_visibility="private", **INSTANT)
+    restart.click(new_conversation, session, [chat, metrics], api_visibility="private", **INSTANT)
+    wire_answer([submit.click, question.submit], guard, answer, [session, image, question, resolution, max_tokens],
+                [chat, metrics, question], stop, session, api_name="ask_image")

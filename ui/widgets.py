@@ -1,0 +1,191 @@
+"""Pieces every tab shares: presets, the metrics and TTFT readouts, the fold from engine events to
+page updates, the one-answer-at-a-time guard, and an image input whose bad uploads say what to do."""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import gradio as gr
+
+from fastvlm.events import Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
+
+log = logging.getLogger(__name__)
+
+CSS_PATH = Path(__file__).resolve().parents[1] / "assets" / "app.css"
+
+IMAGE_PRESETS = ("Describe the image.", "Read all the text.", "What is unusual here?", "How many people are there?")
+SNAPSHOT_PRESETS = ("What am I holding?", "What am I doing?", "Is there any text visible?", "Describe briefly.")
+LIVE_PRESETS = ("Describe briefly.", "What am I holding?", "What am I doing?", "Is there any text visible?")
+
+STILL_ANSWERING = "Still answering your last question: wait for it, or press Stop."
+UNREADABLE = "This file is not an image that can be read: send a PNG, JPEG, WebP, GIF, BMP or TIFF image."
+ENGINE_FAILED = "The model failed on this request (details are in the server log). Try again or another image."
+
+
+# -- readouts -------------------------------------------------------------------------------------
+def ms(seconds: float) -> str:
+    """'640 ms' below ten seconds, '12.3 s' above."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def format_metrics(stats: Stats) -> str:
+    """The line under an answer: 'TTFT 640 ms · encode 120 ms · prefill 200 ms · 25.3 tok/s · 48 tokens'."""
+    encode = "cached" if stats.embedding_cached else ms(stats.encode_s)
+    prefill = ms(stats.prefill_s)
+    if stats.reused_tokens:
+        prefill += f" ({stats.reused_tokens} reused)"
+    return (f"TTFT {ms(stats.ttft_s)} · encode {encode} · prefill {prefill} · "
+            f"{stats.tokens_per_s:.1f} tok/s · {stats.new_tokens} tokens")
+
+
+def format_ttft(ttft_s: float | None, total_s: float | None = None) -> str:
+    """The big readout: 'TTFT 640 ms · total 2.1 s' ('…' while a value is still coming)."""
+    ttft = "…" if ttft_s is None else ms(ttft_s)
+    total = "…" if total_s is None else f"{total_s * 1000:.0f} ms" if total_s < 1 else f"{total_s:.1f} s"
+    return f"TTFT {ttft} · total {total}"
+
+
+def readout_html(text: str, kind: str) -> str:
+    """A readout as HTML: `kind` picks the CSS class (metrics, ttft, counter)."""
+    return f'<div class="readout readout-{kind}">{html.escape(text)}</div>'
+
+
+# -- engine events -> page updates ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Partial:
+    """The answer so far."""
+
+    text: str = ""
+    ttft_s: float | None = None
+    stats: Stats | None = None  # set once, at the end
+
+
+def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], float] = time.monotonic
+           ) -> Iterator[Partial]:
+    """Fold an engine stream into the answer so far, at most one update per `every_s` (the first token and the
+    end always show). Notices become `gr.Info`, `InputError` a `gr.Error`; `Busy` propagates to the caller.
+    Closing this generator closes `events`, which stops decoding and frees the engine."""
+    part, last = Partial(), float("-inf")
+    try:
+        for ev in events:
+            if isinstance(ev, Notice):
+                gr.Info(ev.message)
+                continue
+            if isinstance(ev, TextDelta):
+                part = replace(part, text=part.text + ev.text)
+                if clock() - last < every_s:
+                    continue
+            elif isinstance(ev, FirstToken):
+                part = replace(part, ttft_s=ev.ttft_s)
+            elif isinstance(ev, Done):
+                part = replace(part, stats=ev.stats)
+            last = clock()
+            yield part
+    except InputError as e:
+        raise gr.Error(toast_text(e), title="This image cannot be used", print_exception=False) from e
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+
+
+def toast_text(error: Exception) -> str:
+    """An error's message for a toast, which renders HTML: escaped, since it may quote an uploaded file's name."""
+    return html.escape(str(error))
+
+
+def fail(error: Exception) -> gr.Error:
+    """What a page shows for an unexpected engine failure; the details go to the log."""
+    log.error("answer failed", exc_info=error)
+    return gr.Error(ENGINE_FAILED)
+
+
+# Quick handlers that never touch the engine. They still go through the queue: Gradio 6's page shows the
+# gr.Error of an unqueued (queue=False) event as nothing at all, only a failed request in the console.
+INSTANT = {"concurrency_id": "instant", "concurrency_limit": None}
+
+
+# -- one answer at a time per person ------------------------------------------------------------------
+@dataclass
+class Turnstile:
+    """Lets one answer per person run; lives inside that person's `gr.State` object."""
+
+    active: int = 0  # ticket of the running answer, 0 when none
+    issued: int = 0
+
+    def enter(self) -> None:
+        """Called by the instant guard on Submit: a second click while answering is refused in the page."""
+        if self.active:
+            raise gr.Error(STILL_ANSWERING, title="Busy", print_exception=False)
+        self.issued += 1
+        self.active = self.issued
+
+    def leave(self, ticket: int) -> None:
+        if self.active == ticket:
+            self.active = 0
+
+    def release(self) -> None:
+        """Stop pressed: the next Submit may start at once."""
+        self.active = 0
+
+
+def wire_answer(triggers: Sequence, guard: Callable, answer: Callable, inputs: list, outputs: list,
+                stop: gr.Button, state: gr.State, api_name: str):
+    """triggers -> `guard` (instant, never waits; refuses with gr.Error) -> `answer` (one answer at a time across
+    the app, so waiting people see their place in line). `stop` cancels the answer and frees the engine."""
+    run = gr.on(triggers, guard, inputs, None, show_progress="hidden", api_visibility="private", **INSTANT).success(
+        answer, inputs, outputs, concurrency_id="engine", concurrency_limit=1, show_progress="minimal",
+        api_name=api_name)
+    stop.click(_release, state, None, cancels=[run], queue=False, show_progress="hidden", api_visibility="private")
+    return run
+
+
+def _release(session) -> None:
+    session.turnstile.release()
+
+
+def preset_buttons(presets: Sequence[str], target: gr.Textbox) -> None:
+    """Small buttons that put a preset question into `target` (in the browser, no server round trip)."""
+    with gr.Row(elem_classes="presets"):
+        for text in presets:
+            gr.Button(text, size="sm", variant="secondary", min_width=60).click(
+                None, None, target, js=f"() => {json.dumps(text)}", queue=False)
+
+
+# -- input ------------------------------------------------------------------------------------------
+def readable_uploads(image: gr.Image) -> gr.Image:
+    """Make `image` turn an unreadable upload into a gr.Error saying what to send, instead of Gradio's bare
+    "Error". (Wrapped on the instance: subclassing a Gradio component writes a .pyi stub beside this file.)"""
+    decode = image.preprocess
+
+    def preprocess(payload):
+        try:
+            return decode(payload)
+        except gr.Error:
+            raise
+        except Exception as e:  # PIL's UnidentifiedImageError, DecompressionBombError, OSError, ...
+            log.info("unreadable upload: %s", e)
+            raise gr.Error(UNREADABLE, title="Cannot read this file", print_exception=False) from e
+
+    image.preprocess = preprocess
+    return image
+
+
+# -- header -----------------------------------------------------------------------------------------
+def header_markdown(info: dict, title: str) -> str:
+    """Which model files are loaded, resolution, threads, and the licence note."""
+    files = " + ".join(f"`{Path(info[k]).name}`" for k in ("vision", "llm") if info.get(k))
+    lines = [
+        f"## {title}",
+        (f"{info.get('model') or 'model'}: {files} · {info.get('resolution')} px · "
+        f"{info.get('threads')} threads · context {info.get('n_ctx')} · FastVLM weights: Apple AMLR licence"),
+    ]
+    if info.get("synthetic"):
+        lines.append("**⚠ synthetic weights: answers are gibberish** (random-weight test models)")
+    return "\n\n".join(lines)

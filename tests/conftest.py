@@ -55,3 +55,9 @@ def tiny_engine(tiny_config):
     engine = Engine.load(tiny_config)
     yield engine
     engine.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Browser tests last: Playwright's sync API keeps an event loop running in the main thread until the
+    session ends, which would break later tests that call asyncio.run()."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

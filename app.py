@@ -28,6 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to listen on [GRADIO_SERVER_NAME] (0.0.0.0 for every interface)")
     g.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                    help="port [GRADIO_SERVER_PORT]")
+    a = p.add_argument_group("OpenAI-compatible API (same port) and remote backend")
+    a.add_argument("--api-key", default=os.environ.get("FASTVLM_API_KEY"),
+                   help="Bearer key the API requires; required off-loopback [FASTVLM_API_KEY]")
+    a.add_argument("--allow-unauthenticated-remote", action="store_true",
+                   help="serve the API off-loopback without a key (trusted networks only)")
+    a.add_argument("--no-api", action="store_true", help="serve the UI only")
+    a.add_argument("--backend", metavar="URL", default=os.environ.get("FASTVLM_BACKEND"),
+                   help="drive a remote OpenAI-compatible server instead of a local engine [FASTVLM_BACKEND]")
+    a.add_argument("--backend-key", default=os.environ.get("FASTVLM_BACKEND_KEY"),
+                   help="key for --backend (default: --api-key) [FASTVLM_BACKEND_KEY]")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -44,15 +54,38 @@ def create_app(engine, settings=None):
     return demo
 
 
-def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
-    """Start the server; `block=False` returns at once (tests). Returns Gradio's (app, local url, share url)."""
+def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=()):
+    """Start the server; `block=False` returns at once (tests). `routes` (the API's) are served beside the UI.
+    Returns Gradio's (app, local url, share url)."""
     from ui import launch_style
 
     return demo.launch(server_name=host, server_port=port, prevent_thread_lock=not block,
-                       max_file_size=MAX_UPLOAD, **launch_style())
+                       max_file_size=MAX_UPLOAD, app_kwargs={"routes": list(routes)}, **launch_style())
+
+
+def api_routes(engine, args: argparse.Namespace) -> list:
+    """The OpenAI-compatible API's routes, after refusing an unsafe bind (off-loopback without a key)."""
+    if args.no_api:
+        return []
+    from fastvlm.api import build_router, check_bind
+
+    settings = _api_settings(args)
+    check_bind(args.host, settings)
+    return build_router(engine, settings).routes
+
+
+def _api_settings(args: argparse.Namespace):
+    from fastvlm.api import ApiSettings
+
+    return ApiSettings(api_key=args.api_key, allow_unauthenticated_remote=args.allow_unauthenticated_remote)
 
 
 def load_engine(args: argparse.Namespace):
+    if args.backend:
+        from fastvlm.remote import RemoteEngine
+
+        log.info("using the remote backend %s", args.backend)
+        return RemoteEngine.connect(args.backend, args.backend_key or args.api_key)
     from fastvlm.cli import engine_config
     from fastvlm.engine import Engine
 
@@ -72,13 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Gradio's own start-up requests
+    from fastvlm.api import UnsafeBindError, check_bind
+
     try:
+        if not args.no_api:  # before minutes of model loading
+            check_bind(args.host, _api_settings(args))
         engine = load_engine(args)
-    except (ModelFileError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ModelFileError, UnsafeBindError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
-        launch(create_app(engine), args.host, args.port)
+        launch(create_app(engine), args.host, args.port, routes=api_routes(engine, args))
     finally:
         engine.close()
     return 0

@@ -80,7 +80,9 @@ def _api_settings(args: argparse.Namespace):
     return ApiSettings(api_key=args.api_key, allow_unauthenticated_remote=args.allow_unauthenticated_remote)
 
 
-def load_engine(args: argparse.Namespace):
+def load_engine(args: argparse.Namespace, background: bool = False):
+    """The engine (or remote backend). Weights are resolved (and downloaded) first, on the console; with
+    `background` the load + warm-up then runs in a thread, so the page is served and says "loading"."""
     if args.backend:
         from fastvlm.remote import RemoteEngine
 
@@ -92,6 +94,12 @@ def load_engine(args: argparse.Namespace):
     config = engine_config(args)  # resolves (and downloads) the weights, progress on the console
     log.info("loading %s + %s (%d px, %d threads) and warming up…", config.vision_path.name, config.llm_path.name,
              config.resolution, config.threads)
+    if background:
+        from fastvlm.loading import BackgroundLoad
+
+        planned = {"vision": str(config.vision_path), "llm": str(config.llm_path), "resolution": config.resolution,
+                   "threads": config.threads, "n_ctx": config.n_ctx}
+        return BackgroundLoad(lambda: Engine.load(config), planned).start()
     t = time.perf_counter()
     engine = Engine.load(config)
     log.info("model ready in %.1f s", time.perf_counter() - t)
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.no_api:  # before minutes of model loading
             check_bind(args.host, _api_settings(args))
-        engine = load_engine(args)
+        engine = load_engine(args, background=True)
     except (ModelFileError, UnsafeBindError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2

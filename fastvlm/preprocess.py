@@ -47,7 +47,7 @@ def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
             return _to_rgb(_decode(source, "the image", max_pixels))
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        what = f"image file {path!r}"
+        what = f"image file {os.path.basename(path)!r}"  # the name only: upload paths are long temp folders
         if not os.path.exists(path):
             raise InputError(f"no file at {path!r}: check the path")
         if os.path.isdir(path):

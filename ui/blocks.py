@@ -19,7 +19,9 @@ def build_app(engine: Backend, settings: AppSettings | None = None) -> gr.Blocks
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`."""
     settings = settings or AppSettings()
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
-        gr.Markdown(header_markdown(engine.describe(), settings.title), elem_id="header")
+        info = engine.describe()
+        header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
+        _refresh_while_loading(engine, settings, header, loading=info.get("state") == "loading")
         with gr.Tabs():
             with gr.Tab("Image", id="image", elem_id="tab-image"):
                 build_image_tab(engine, settings)
@@ -28,6 +30,18 @@ def build_app(engine: Backend, settings: AppSettings | None = None) -> gr.Blocks
             with gr.Tab("Live", id="live", elem_id="tab-live"):
                 build_live_tab(engine, settings)
     return demo
+
+
+def _refresh_while_loading(engine: Backend, settings: AppSettings, header: gr.Markdown, loading: bool) -> None:
+    """While the model loads in the background, update the header every second until it is ready."""
+    timer = gr.Timer(1.0, active=loading)
+
+    def refresh():
+        info = engine.describe()
+        done = info.get("state", "ready") != "loading"
+        return header_markdown(info, settings.title), gr.Timer(active=not done)
+
+    timer.tick(refresh, outputs=[header, timer], show_progress="hidden", queue=False)
 
 
 def launch_style() -> dict:

@@ -188,4 +188,9 @@ def header_markdown(info: dict, title: str) -> str:
     ]
     if info.get("synthetic"):
         lines.append("**⚠ synthetic weights: answers are gibberish** (random-weight test models)")
+    state = info.get("state", "ready")
+    if state == "loading":
+        lines.append("⏳ *loading the model and warming up…* (questions asked now wait for it)")
+    elif state == "failed":
+        lines.append(f"**✖ the model could not be loaded:** {html.escape(info.get('error', ''))}")
     return "\n\n".join(lines)

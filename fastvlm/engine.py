@@ -22,7 +22,7 @@ import numpy as np
 from . import plan as planner
 from . import preprocess
 from .config import EngineConfig, check_resolution
-from .events import Busy, Done, Event, FirstToken, Notice, Request, Result, Stats, StopReason, TextDelta
+from .events import Busy, Done, Event, FirstToken, Notice, Request, Result, Stats, StopReason, TextDelta, collect
 from .kv import Image
 from .lm import Cancelled, LanguageModel
 from .textstream import StopMatcher, Utf8Stream
@@ -134,17 +134,7 @@ class Engine:
             yield from self._run(request, t0)
 
     def answer(self, request: Request, wait: float | None = None) -> Result:
-        parts: list[str] = []
-        notices: list[str] = []
-        stats = Stats()
-        for ev in self.stream(request, wait):
-            if isinstance(ev, TextDelta):
-                parts.append(ev.text)
-            elif isinstance(ev, Notice):
-                notices.append(ev.message)
-            elif isinstance(ev, Done):
-                stats = ev.stats
-        return Result("".join(parts), stats, tuple(notices))
+        return collect(self.stream(request, wait))
 
     def prepare(self, image, resolution: int | None = None) -> bool:
         """Encode `image` and prefill system prompt + image while idle. False if busy or preempted."""

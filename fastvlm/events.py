@@ -8,6 +8,7 @@ first `TextDelta`, more `TextDelta`s, and exactly one `Done` at the end.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any, Literal, Union
 
 from .config import GenerationOptions
@@ -94,6 +95,34 @@ class Result:
     text: str
     stats: Stats
     notices: tuple[str, ...] = ()
+
+
+class ResultBuilder:
+    """Accumulates a stream's events into a `Result` (for `answer()`-style callers, sync or async)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.notices: list[str] = []
+        self.stats = Stats()
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self.parts.append(event.text)
+        elif isinstance(event, Notice):
+            self.notices.append(event.message)
+        elif isinstance(event, Done):
+            self.stats = event.stats
+
+    def result(self) -> Result:
+        return Result("".join(self.parts), self.stats, tuple(self.notices))
+
+
+def collect(events: Iterable[Event]) -> Result:
+    """Drain a stream: what `answer()` returns."""
+    builder = ResultBuilder()
+    for event in events:
+        builder.add(event)
+    return builder.result()
 
 
 class Busy(RuntimeError):

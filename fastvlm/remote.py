@@ -24,7 +24,7 @@ from PIL import Image as PILImage
 
 from . import preprocess
 from .config import TRAINED_RESOLUTION
-from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta
+from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta, collect
 
 log = logging.getLogger(__name__)
 
@@ -164,15 +164,7 @@ class RemoteEngine:
         return replace(base, ttft_s=ttft, decode_s=decode, total_s=total)
 
     def answer(self, request: Request, wait: float | None = None) -> Result:
-        parts, notices, stats = [], [], Stats()
-        for ev in self.stream(request, wait):
-            if isinstance(ev, TextDelta):
-                parts.append(ev.text)
-            elif isinstance(ev, Notice):
-                notices.append(ev.message)
-            elif isinstance(ev, Done):
-                stats = ev.stats
-        return Result("".join(parts), stats, tuple(notices))
+        return collect(self.stream(request, wait))
 
     def _body(self, request: Request) -> dict:
         url = image_data_url(request.image, self.image_format)

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ..events import Done, Event, Notice, Stats, TextDelta
+from ..events import Done, Event, Notice, ResultBuilder, Stats, TextDelta
 from ..events import Request as EngineRequest
 from .errors import busy_error, sse_error
 from .schema import Completion, finish_reason, timings
@@ -148,16 +148,10 @@ async def plain_text(events: EngineEvents) -> AsyncIterator[str]:
 
 async def collect(events: EngineEvents, request: Request) -> tuple[str, Stats, list[str]] | None:
     """Drain the events (None if the client went away: the caller's `aclose()` then frees the engine)."""
-    parts: list[str] = []
-    notices: list[str] = []
-    stats = Stats()
+    builder = ResultBuilder()
     async for event in events:
-        if isinstance(event, TextDelta):
-            parts.append(event.text)
-        elif isinstance(event, Notice):
-            notices.append(event.message)
-        elif isinstance(event, Done):
-            stats = event.stats
+        builder.add(event)
         if await request.is_disconnected():
             return None
-    return "".join(parts), stats, notices
+    result = builder.result()
+    return result.text, result.stats, list(result.notices)

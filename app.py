@@ -59,6 +59,8 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
     v.add_argument("--espeak-voice", default=env("FASTVLM_ESPEAK_VOICE", "en-us"),
                    help="eSpeak NG voice, the offline fallback [FASTVLM_ESPEAK_VOICE]")
     v.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a spoken question")
+    v.add_argument("--speech-pad-ms", type=int, default=400,
+                   help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
 
 
 def speech_config(args: argparse.Namespace):
@@ -67,7 +69,7 @@ def speech_config(args: argparse.Namespace):
     return SpeechConfig(whisper_model=args.whisper_model, language=args.whisper_language or None,
                         download=not args.no_download, threads=args.threads, tts_voice=args.tts_voice,
                         tts_timeout_s=args.tts_timeout, espeak_voice=args.espeak_voice,
-                        end_silence_ms=args.end_silence_ms)
+                        end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms)
 
 
 def load_speech(args: argparse.Namespace):
@@ -75,11 +77,14 @@ def load_speech(args: argparse.Namespace):
     loaded, a `VoiceUnavailable` that the tab shows: the other tabs work regardless."""
     if args.no_voice:
         return None
+    from fastvlm.speech import remove_old_audio
     from ui.voice_session import SpeechModels, VoiceUnavailable
 
     t = time.perf_counter()
     try:
-        speech = SpeechModels.load(speech_config(args))
+        config = speech_config(args)
+        remove_old_audio(config.audio_dir)  # spoken answers an earlier run left behind (older than an hour)
+        speech = SpeechModels.load(config)
     except Exception as e:  # missing package, no model offline, a bad flag: all end in the tab's message
         log.warning("voice is off: %s", e, exc_info=args.verbose)
         return VoiceUnavailable(str(e) or type(e).__name__)

@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="time TTFT, stages and decode speed (optionally against a bare baseline)")
     add_model_arguments(p)
     bench_cli.add_arguments(p)
+    from .bench import voice as voice_bench
+
+    p = sub.add_parser("bench-voice", help="time end of speech -> first spoken answer (VAD tail, STT, TTFT, TTS)")
+    add_model_arguments(p)
+    voice_bench.add_arguments(p)
     return parser
 
 
@@ -123,13 +128,19 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_cli.run(args, load_engine)
 
 
+def _bench_voice(args: argparse.Namespace) -> int:
+    from .bench import voice as voice_bench
+
+    return voice_bench.run(args, load_engine)
+
+
 def _synth(args: argparse.Namespace) -> int:
     from . import synth
 
     return synth.run(args)
 
 
-COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench}
+COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice}
 
 
 def main(argv: list[str] | None = None) -> int:

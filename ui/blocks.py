@@ -1,6 +1,6 @@
 """The Blocks layout: a header saying what is loaded, then the tabs.
 
-Tab order: Image, Camera snapshot, (Voice + camera: its own issue, inserted third), Live.
+Tab order: Image, Camera snapshot, Voice + camera (when speech is on), Live.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from .settings import AppSettings
 from .tab_image import build_image_tab
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
+from .tab_voice import build_voice_tab
 from .widgets import CSS_PATH, header_markdown
 
 
-def build_app(engine: Backend, settings: AppSettings | None = None) -> gr.Blocks:
-    """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`."""
+def build_app(engine: Backend, settings: AppSettings | None = None, speech=None) -> gr.Blocks:
+    """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
+    `speech`: `ui.voice_session.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
@@ -27,6 +29,9 @@ def build_app(engine: Backend, settings: AppSettings | None = None) -> gr.Blocks
                 build_image_tab(engine, settings)
             with gr.Tab("Camera snapshot", id="snapshot", elem_id="tab-snapshot"):
                 build_snapshot_tab(engine, settings)
+            if speech is not None:
+                with gr.Tab("Voice + camera", id="voice", elem_id="tab-voice"):
+                    build_voice_tab(engine, speech, settings)
             with gr.Tab("Live", id="live", elem_id="tab-live"):
                 build_live_tab(engine, settings)
     return demo

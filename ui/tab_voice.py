@@ -1,0 +1,304 @@
+"""The Voice + camera tab: ask out loud about what the camera sees, and hear the answer.
+
+Hands-free: Start turns on the webcam and the microphone, which streams short chunks to this person's
+`TurnDetector`. When speech starts, the current frame is prepared (encoded and prefilled) while the person
+talks; when it ends, Whisper transcribes it and the answer streams, each finished sentence spoken at once.
+Push to talk: record, stop, same pipeline. Listening is `voice_session.py`, a turn is `voice_turn.py`; this file
+lays the tab out and turns their events into page updates (see docs/voice.md).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from collections.abc import Iterator
+
+import gradio as gr
+import numpy as np
+
+from fastvlm.events import InputError
+from fastvlm.speech import SpeechStarted, UtteranceEnded
+
+from .backend import Backend
+from .settings import AppSettings
+from .voice_session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, listen, record
+from .voice_turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
+from .widgets import INSTANT, fail, ms, readout_html, toast_text
+
+log = logging.getLogger(__name__)
+
+PHASES = {
+    "ready": "Press Start and ask out loud about what the camera sees, or use Push to talk.",
+    "listening": "Listening: ask a question",
+    "hearing": "Hearing you…",
+    "thinking": "Thinking…",
+    "speaking": "Speaking (the microphone waits)",
+}
+NO_MIC = ("No sound is arriving from the microphone: allow microphone access for this page (the icon in the "
+          "address bar), then press Start again.")
+NO_RECORDING = "The recording is empty: allow the microphone, record your question, then press stop."
+# Start/Stop also start/stop the webcam's stream and the microphone, so one click does all (written against
+# Gradio 6's webcam and microphone markup; if that changes, the camera's and microphone's own buttons still work).
+CAMERA_JS = """
+  const cam = document.getElementById('voice-camera');
+  const access = cam && cam.querySelector('[title="grant webcam access"] button');
+  if (access) access.click();
+  for (let i = 0; cam && i < 50; i++) {
+    const rec = cam.querySelector('button[aria-label="capture photo"]');
+    if (rec) { if (/record/i.test(rec.textContent)) rec.click(); break; }
+    await new Promise((r) => setTimeout(r, 100));
+  }"""
+START_JS = f"""async (...args) => {{{CAMERA_JS}
+  const mic = document.querySelector('#voice-mic .record-button');
+  if (mic) mic.click();
+  return args;
+}}"""
+CAMERA_ONLY_JS = f"""async (...args) => {{{CAMERA_JS}
+  return args;
+}}"""
+STOP_JS = """(...args) => {
+  const mic = document.querySelector('#voice-mic .stop-button');
+  if (mic) mic.click();
+  const rec = document.querySelector('#voice-camera button[aria-label="capture photo"]');
+  if (rec && /stop/i.test(rec.textContent)) rec.click();
+  return args;
+}"""
+STATUS_CSS = """.voice-status { font-size: 1.35em; font-weight: 600; padding: 0.35em 0.6em; border-radius: 8px;
+  border: 1px solid var(--border-color-primary); background: var(--block-background-fill); }
+.voice-status.ready { font-size: 1.05em; font-weight: 500; }
+.voice-status .dot { margin-right: 0.3em; }
+.listening .dot { color: #16a34a; } .hearing .dot { color: #dc2626; }
+.thinking .dot { color: #d97706; } .speaking .dot { color: #2563eb; }
+.voice-engine { font-size: 0.9em; opacity: 0.8; min-height: 1.3em; }"""
+
+
+def status_html(phase: str) -> str:
+    dot = "" if phase == "ready" else '<span class="dot">●</span>'
+    return f'<div class="voice-status {phase}">{dot}{html.escape(PHASES[phase])}</div>'
+
+
+def voice_html(text: str) -> str:
+    return f'<div class="voice-engine">{html.escape(text)}</div>'
+
+
+def readout(times: TurnTimes) -> str:
+    """The line under the answer: how long hearing, the first token and the first sound took."""
+    def show(value):
+        return "…" if value is None else ms(value)
+
+    return readout_html(f"STT {show(times.stt_s)} · TTFT {show(times.ttft_s)} · first sound "
+                        f"{show(times.first_sound_s)} after you stopped", "metrics")
+
+
+def _idle(session: VoiceSession) -> str:
+    return "listening" if session.listening else "ready"
+
+
+# -- handlers ------------------------------------------------------------------------------------------------------
+def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
+    if frame is not None:
+        session.frame = frame
+
+
+def hear(session: VoiceSession, audio, echo_margin_s: float, transcriber=None) -> tuple:
+    """A microphone chunk: yields (speech starts, questions, status) updates. Never raises: an error would
+    end the microphone's stream."""
+    if audio is None:
+        return gr.skip(), gr.skip(), gr.skip()
+    before = session.phase
+    try:
+        events = listen(session, audio[0], audio[1], echo_margin_s, transcriber=transcriber)
+    except Exception as e:  # a broken chunk: drop it, keep listening
+        log.warning("a microphone chunk was dropped: %s", e, exc_info=True)
+        return gr.skip(), gr.skip(), gr.skip()
+    for event in events:
+        if isinstance(event, SpeechStarted):
+            session.phase = "hearing"
+        elif isinstance(event, UtteranceEnded):
+            session.phase = "thinking"
+    if session.phase == "speaking" and session.speech_over(echo_margin_s):
+        session.phase = "listening"
+    status = status_html(session.phase) if session.phase != before else gr.skip()
+    return session.starts if events else gr.skip(), session.questions if events else gr.skip(), status
+
+
+def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retries: int = 5) -> None:
+    """Speech started: encode and prefill the question's frame while the person talks. The engine only does
+    that when idle; an answer cut off by this question frees it within a token, so a refusal is retried briefly."""
+    frame = session.question_frame
+    try:
+        for _ in range(retries):
+            if frame is None or session.question_frame is not frame or engine.prepare(frame, resolution):
+                return
+            time.sleep(0.1)
+    except InputError as e:
+        log.info("the camera frame cannot be used: %s", e)
+
+
+def push_to_talk_started(session: VoiceSession) -> tuple:
+    session.interrupt()
+    session.question_frame, session.starts = session.frame, session.starts + 1
+    session.phase = "hearing"
+    return session.starts, status_html("hearing")
+
+
+def push_to_talk_stopped(session: VoiceSession, audio) -> tuple:
+    if audio is None:
+        gr.Warning(NO_RECORDING, title="Nothing recorded")
+        session.phase = _idle(session)
+        return gr.skip(), status_html(session.phase)
+    try:
+        record(session, audio[0], audio[1])
+    except InputError as e:
+        gr.Warning(toast_text(e), title="This recording cannot be used")
+        session.phase = _idle(session)
+        return gr.skip(), status_html(session.phase)
+    session.phase = "thinking"
+    return session.questions, status_html("thinking")
+
+
+def answer(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings) -> Iterator[dict]:
+    """Updates by output name (transcript, answer, readout, voice, speaker, status) as the turn goes on."""
+    try:
+        yield from _show(answer_turn(engine, models, session, settings), session)
+    except gr.Error:
+        session.phase = _idle(session)
+        raise
+    except Exception as e:
+        session.phase = _idle(session)
+        raise fail(e) from e
+
+
+def speak(session: VoiceSession, settings: AppSettings) -> Iterator[dict]:
+    """The sentences still unspoken when the answer ended, then back to listening once the last one has played."""
+    turn = session.turn
+    yield from _show(speak_rest(session, settings), session)
+    if session.phase == "speaking":
+        time.sleep(max(0.0, session.playing_until - time.monotonic()))
+        if session.turn == turn and session.phase == "speaking":  # not already on to the next question
+            session.phase = _idle(session)
+            yield {"status": status_html(session.phase)}
+
+
+def stop(session: VoiceSession) -> tuple:
+    session.stop()
+    session.phase = "ready"
+    return status_html("ready"), None
+
+
+def check_microphone(session: VoiceSession, wait_s: float) -> None:
+    time.sleep(wait_s)
+    if session.chunks == 0:
+        gr.Warning(NO_MIC, title="No microphone")
+
+
+def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]:
+    """Turn events -> page updates by output name (transcript, answer, readout, voice, speaker, status)."""
+    for ev in events:
+        if isinstance(ev, Heard):
+            if ev.transcript.notice:
+                gr.Info(ev.transcript.notice)
+            session.phase = "thinking"
+            yield {"transcript": ev.transcript.text, "answer": "", "readout": readout(session.times),
+                   "status": status_html("thinking"), "voice": voice_html("")}
+        elif isinstance(ev, NotHeard):
+            gr.Warning(toast_text(ev.message), title="Nothing asked")
+            session.phase = _idle(session)
+            yield {"status": status_html(session.phase)}
+        elif isinstance(ev, Answering):
+            yield {"answer": ev.part.text, "readout": readout(session.times)}
+        elif isinstance(ev, Said):
+            session.phase = "speaking"
+            line = f"Voice: {ev.speech.engine} ({ev.speech.voice})"
+            if ev.speech.notice:
+                line += f" · {ev.speech.notice}"
+            yield {"speaker": str(ev.speech.path), "voice": voice_html(line), "status": status_html("speaking"),
+                   "readout": readout(session.times)}
+        elif isinstance(ev, Silent):
+            if not session.warned_silent:
+                session.warned_silent = True
+                gr.Warning(toast_text(ev.reason), title="No sound")
+            yield {"voice": voice_html(f"No sound: {ev.reason}")}
+
+
+def microphone_on(models: SpeechModels, session: VoiceSession, early_ms: int = 0) -> str:
+    session.listen(models.detector(), models.detector(early_ms) if early_ms else None)
+    session.phase = "listening"
+    return status_html("listening")
+
+
+def microphone_off(session: VoiceSession) -> str:
+    session.listening = False
+    session.phase = "ready"
+    return status_html("ready")
+
+
+# -- layout ----------------------------------------------------------------------------------------------------
+def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, settings: AppSettings) -> None:
+    if isinstance(speech, VoiceUnavailable):
+        gr.Markdown(f"**Voice is unavailable:** {html.escape(speech.reason)}\n\nThe other tabs work as usual.",
+                    elem_id="voice-unavailable")
+        return
+    session = gr.State(VoiceSession(), delete_callback=VoiceSession.close)
+    starts, questions = gr.State(0), gr.State(0)  # bumped by the microphone: prepare the frame, answer
+    ui = _layout(speech.about)
+    outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
+
+    def on_chunk(state, audio):
+        return hear(state, audio, settings.voice_echo_margin_s, speech.transcriber)
+
+    def on_answer(state):
+        for update in answer(engine, speech, state, settings):
+            yield {outputs[name]: value for name, value in update.items()}
+
+    def on_speak(state):
+        for update in speak(state, settings):
+            yield {outputs[name]: value for name, value in update.items()}
+
+    hidden = {"show_progress": "hidden", "api_visibility": "private"}
+    ui["camera"].stream(remember, [session, ui["camera"]], None, stream_every=settings.frame_every_s,
+                        concurrency_id="frames", concurrency_limit=None, **hidden)
+    mic, ptt, status = ui["mic"], ui["ptt"], ui["status"]
+    mic.start_recording(lambda state: microphone_on(speech, state, settings.voice_early_stt_ms), session, status,
+                        **INSTANT, **hidden)
+    mic.stop_recording(microphone_off, session, status, **INSTANT, **hidden)
+    mic.stream(on_chunk, [session, mic], [starts, questions, status], stream_every=settings.voice_chunk_s,
+               concurrency_id="voice-mic", concurrency_limit=None, **hidden)
+    starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
+                  trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **hidden)
+    answering = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
+                                 concurrency_id="engine", concurrency_limit=1, **hidden)
+    answering.then(on_speak, session, [outputs[k] for k in ("voice", "speaker", "status", "readout")],
+                   concurrency_id="voice-speak", concurrency_limit=None, **hidden)
+    ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ONLY_JS, **INSTANT, **hidden)
+    ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **hidden)
+    ui["start"].click(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None, js=START_JS,
+                      concurrency_id="voice-check", concurrency_limit=None, **hidden)
+    ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[answering], queue=False, **hidden)
+
+
+def _layout(about: str) -> dict:
+    """Camera, Start/Stop, the two microphones on the left; what was heard, said and how fast on the right."""
+    ui = {}
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=280):
+            ui["camera"] = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", height=280,
+                                    webcam_options=gr.WebcamOptions(mirror=False), elem_id="voice-camera")
+            with gr.Row():
+                ui["start"] = gr.Button("Start hands-free", variant="primary", elem_id="voice-start")
+                ui["stop"] = gr.Button("Stop", variant="stop", elem_id="voice-stop")
+            ui["mic"] = gr.Audio(sources=["microphone"], streaming=True, type="numpy",
+                                 label="Microphone (hands-free)", elem_id="voice-mic")
+            ui["ptt"] = gr.Audio(sources=["microphone"], type="numpy", label="Push to talk: record, then stop",
+                                 elem_id="voice-ptt")
+        with gr.Column(scale=3, min_width=320):
+            ui["status"] = gr.HTML(status_html("ready"), css_template=STATUS_CSS, elem_id="voice-status")
+            ui["transcript"] = gr.Textbox(label="You asked", interactive=False, elem_id="voice-transcript")
+            ui["answer"] = gr.Textbox(label="Answer", lines=5, max_lines=12, interactive=False, buttons=["copy"],
+                                      elem_id="voice-answer")
+            ui["readout"] = gr.HTML(readout(TurnTimes()), elem_id="voice-readout")
+            ui["speaker"] = gr.Audio(type="filepath", autoplay=True, interactive=False, label="Spoken answer",
+                                     elem_id="voice-speaker")
+            ui["voice"] = gr.HTML(voice_html(about), css_template=STATUS_CSS, elem_id="voice-engine")
+    return ui

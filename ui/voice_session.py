@@ -1,0 +1,234 @@
+"""One person's spoken conversation with the camera, and the speech models everyone shares.
+
+`VoiceSession` (in `gr.State`) holds one person's detector, latest camera frame, the question waiting for an
+answer and what is being spoken; `listen()` feeds it microphone chunks, `record()` a push-to-talk recording.
+Answering a question is `voice_turn.py`; the layout is `tab_voice.py`. `SpeechModels` are loaded once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fastvlm.speech import (
+    Speaker,
+    Speech,
+    SpeechConfig,
+    SpeechStarted,
+    SpeechUnavailable,
+    Transcriber,
+    TurnDetector,
+    TurnEvent,
+    UtteranceEnded,
+    VadModel,
+    to_mono_16k,
+)
+from fastvlm.speech.audio import RATE
+
+if TYPE_CHECKING:
+    from .voice_turn import SpeechQueue
+
+log = logging.getLogger(__name__)
+
+
+# -- the shared models ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VoiceUnavailable:
+    """Speech models could not be loaded; the voice tab shows `reason` and the other tabs work."""
+
+    reason: str
+
+
+class _NoVoice:
+    """Stands in for eSpeak NG when it is missing, so edge-tts still speaks and its failure says both reasons."""
+
+    engine = "none"
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def synthesize(self, text: str) -> Speech:
+        raise SpeechUnavailable(self.reason)
+
+
+@dataclass(frozen=True)
+class SpeechModels:
+    """What every voice session shares: Whisper, the speaker (edge-tts, eSpeak NG offline) and Silero VAD."""
+
+    transcriber: Transcriber
+    speaker: Speaker
+    vad: VadModel
+    config: SpeechConfig = field(default_factory=SpeechConfig)
+    about: str = ""  # one line for the page: which models hear and speak
+
+    @classmethod
+    def load(cls, config: SpeechConfig) -> SpeechModels:
+        from fastvlm.speech import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, silero_vad
+
+        transcriber = WhisperTranscriber.load(config)
+        try:
+            offline: Speaker = EspeakSpeaker.load(config)
+        except SpeechUnavailable as e:
+            log.warning("no offline voice: %s", e)
+            offline = _NoVoice(f"no offline voice: {e}")
+        speaker = FallbackSpeaker(EdgeSpeaker.from_config(config), offline)
+        about = (f"Whisper {config.whisper_model} ({transcriber.source}) · voice {config.tts_voice} (edge-tts), "
+                 f"offline {config.espeak_voice} (eSpeak NG)")
+        return cls(transcriber, speaker, silero_vad(), config, about)
+
+    def detector(self, end_silence_ms: int | None = None) -> TurnDetector:
+        config = self.config if end_silence_ms is None else replace(self.config, end_silence_ms=end_silence_ms)
+        return TurnDetector(self.vad, config)
+
+
+# -- one person's state -----------------------------------------------------------------------------------------
+@dataclass
+class TurnTimes:
+    """How long the current turn's stages took, for the page (None: not yet)."""
+
+    stt_s: float | None = None
+    ttft_s: float | None = None
+    first_sound_s: float | None = None  # end of speech -> the first sentence sent to play
+
+
+@dataclass
+class Utterance:
+    audio: np.ndarray  # (n,) float32 mono 16 kHz
+    frame: np.ndarray | None  # the camera frame taken when the person started speaking
+    ended_at: float  # monotonic time the speech ended (hands-free: the detector's end, not its decision)
+    early: Future | None = None  # its transcript, begun at the first pause of the same length (see `listen`)
+
+
+@dataclass
+class VoiceSession:
+    """Lives in `gr.State`: must deep-copy as created, so the detector (it holds the VAD model) comes later."""
+
+    listening: bool = False
+    detector: TurnDetector | None = None
+    early_detector: TurnDetector | None = None  # the same, with a shorter end silence: transcribing starts there
+    early: tuple[float, float, Future] | None = None  # (start s, end s, transcript) of the last early end
+    heard_s: float = 0.0  # microphone audio fed since listening started
+    chunks: int = 0
+    frame: np.ndarray | None = None  # the webcam's latest frame
+    question_frame: np.ndarray | None = None  # taken when speech started
+    starts: int = 0  # speech starts heard: bumped to prepare the question's frame
+    questions: int = 0  # questions heard: bumped to answer `utterance`
+    utterance: Utterance | None = None
+    turn: int = 0  # bumped by every new question, Stop and push-to-talk: an older answer stops at its next token
+    speech: SpeechQueue | None = None
+    playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
+    first_sound_from: float | None = None  # the current turn's end of speech, until its first sentence plays
+    files: list[Path] = field(default_factory=list)  # spoken answer files, oldest first
+    phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
+    times: TurnTimes = field(default_factory=TurnTimes)
+    warned_silent: bool = False  # this turn already said why there is no sound
+
+    def listen(self, detector: TurnDetector, early_detector: TurnDetector | None = None) -> None:
+        self.listening, self.detector, self.early_detector = True, detector, early_detector
+        self.heard_s, self.chunks, self.early = 0.0, 0, None
+
+    def stop(self) -> None:
+        self.listening = False
+        self.interrupt()
+        self.playing_until = 0.0
+
+    def interrupt(self) -> None:
+        """A new question or Stop: the running answer stops at its next token and says no more."""
+        self.turn += 1
+        if self.speech is not None:
+            self.speech.close()
+
+    def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None) -> None:
+        """`audio` is the next question, about the frame taken when it began (or the latest one)."""
+        self.interrupt()
+        frame = self.question_frame if self.question_frame is not None else self.frame
+        self.utterance, self.question_frame = Utterance(audio, frame, ended_at, early), None
+        self.questions += 1
+
+    def speech_over(self, margin_s: float, now: float | None = None) -> bool:
+        """The answer has been spoken to its end, `margin_s` ago."""
+        now = time.monotonic() if now is None else now
+        return now >= self.playing_until + margin_s and (self.speech is None or self.speech.done)
+
+    def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int) -> float | None:
+        """`speech` is sent to play now; returns the seconds since the end of speech if it is the turn's first."""
+        first = None if self.first_sound_from is None else now - self.first_sound_from
+        if first is not None:
+            self.times.first_sound_s, self.first_sound_from = first, None
+        self.playing_until = now + duration_s + gap_s
+        self.files.append(speech.path)
+        while len(self.files) > keep:  # Gradio has its own copy of each file it sent
+            self.files.pop(0).unlink(missing_ok=True)
+        return first
+
+    def close(self) -> None:
+        """The person left (gr.State's delete callback): stop and delete their audio files."""
+        self.stop()
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        self.files.clear()
+
+
+# -- listening ----------------------------------------------------------------------------------------------------
+def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
+           clock: Callable[[], float] = time.monotonic, transcriber: Transcriber | None = None) -> list[TurnEvent]:
+    """One microphone chunk -> the turn events it caused. Deaf while the app's own answer plays.
+
+    With an `early_detector` and a `transcriber`, the question is transcribed from its first short pause on
+    (the early detector's end), while the main detector still waits for the full end silence; if that same
+    pause turns out to end the question, the answer uses the transcript begun then."""
+    d = session.detector
+    if not session.listening or d is None or np.size(chunk) == 0:
+        return []
+    now = clock()
+    audio = to_mono_16k(sample_rate, chunk)
+    detectors = [x for x in (d, session.early_detector) if x is not None]
+    deaf = now < session.playing_until + echo_margin_s
+    for x in detectors:
+        if deaf and not x.muted:
+            x.mute()  # drops any half-heard utterance: it was the app's own voice
+        elif not deaf and x.muted:
+            x.unmute()
+    events = d.feed(RATE, audio)
+    if session.early_detector is not None and transcriber is not None:
+        for early in session.early_detector.feed(RATE, audio):
+            if isinstance(early, UtteranceEnded):
+                session.early = (early.start_s, early.end_s, transcribe_soon(transcriber, early.audio))
+    session.chunks += 1
+    session.heard_s += audio.size / RATE
+    for event in events:
+        if isinstance(event, SpeechStarted):
+            session.question_frame, session.starts = session.frame, session.starts + 1
+            session.interrupt()  # barge-in: the person talks over the answer
+        elif isinstance(event, UtteranceEnded):
+            ended = now - (session.heard_s - event.end_s)  # the detector waited end_silence_ms to be sure
+            e = session.early
+            session.ask(event.audio, ended, e[2] if e and e[:2] == (event.start_s, event.end_s) else None)
+    return events
+
+
+def transcribe_soon(transcriber: Transcriber, audio: np.ndarray) -> Future:
+    """Transcribe in a thread of its own; the Future holds the Transcript (or the error)."""
+    future: Future = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(transcriber.transcribe(audio))
+        except Exception as e:  # noqa: BLE001 - handed to whoever waits for it
+            future.set_exception(e)
+
+    threading.Thread(target=work, name="voice-stt-early", daemon=True).start()
+    return future
+
+
+def record(session: VoiceSession, sample_rate: int, samples: np.ndarray, clock=time.monotonic) -> None:
+    """A push-to-talk recording becomes the question. Raises InputError for broken or empty audio."""
+    session.ask(to_mono_16k(sample_rate, samples), clock())

@@ -1,0 +1,245 @@
+"""One spoken turn: transcribe the question, stream the answer, speak each sentence as soon as it is complete.
+
+`answer_turn()` yields typed events while the engine streams; `speak_rest()` plays the sentences still left
+when the engine is already free for others. Sentences are synthesized by one worker thread per answer
+(`SpeechQueue`) and played one after another: the next file is sent when the one before has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import wave
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastvlm.config import GenerationOptions
+from fastvlm.events import InputError, Request
+from fastvlm.speech import SentenceChunker, Speaker, Speech, SpeechUnavailable, Transcriber, Transcript
+
+from .backend import Backend
+from .settings import AppSettings
+from .voice_session import SpeechModels, TurnTimes, Utterance, VoiceSession
+from .widgets import Partial, follow
+
+log = logging.getLogger(__name__)
+
+NO_SPEECH = "No speech heard: speak closer to the microphone, or check that it is not muted."
+NO_FRAME = "No camera frame yet: allow the camera (Start turns it on), then ask again."
+STT_FAILED = "The question could not be transcribed (details are in the server log). Ask again."
+EDGE_MP3_BITS_PER_S = 48_000  # edge-tts always writes audio-24khz-48kbitrate-mono-mp3 (constant bit rate)
+
+
+# -- typed events of one spoken turn ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Heard:
+    transcript: Transcript
+
+
+@dataclass(frozen=True)
+class NotHeard:
+    """Nothing was sent to the model; `message` says why (silence, noise, broken audio, no camera frame)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Answering:
+    part: Partial
+
+
+@dataclass(frozen=True)
+class Said:
+    """A sentence to play now, after the previous one has finished."""
+
+    speech: Speech
+    duration_s: float
+    first_sound_s: float | None = None  # the turn's first sentence: seconds from the end of speech to this
+
+
+@dataclass(frozen=True)
+class Silent:
+    """A sentence could not be spoken by either engine; `reason` says why."""
+
+    reason: str
+
+
+VoiceEvent = Heard | NotHeard | Answering | Said | Silent
+
+
+# -- speaking ---------------------------------------------------------------------------------------------------
+def audio_duration(path: Path) -> float:
+    """Seconds of a spoken file: a WAV's frames, or an edge-tts MP3's size at its constant bit rate."""
+    if path.suffix.lower() == ".wav":
+        with wave.open(str(path), "rb") as w:
+            return w.getnframes() / w.getframerate()
+    return path.stat().st_size * 8 / EDGE_MP3_BITS_PER_S
+
+
+class SpeechQueue:
+    """One answer's sentences, spoken in order by one worker thread while the answer goes on streaming.
+
+    `lock` is held by whoever decides to play the next sentence, so two events never play the same queue at once."""
+
+    def __init__(self, speaker: Speaker) -> None:
+        self._speaker = speaker
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="voice-tts")
+        self._pending: deque[Future] = deque()
+        self.lock = threading.RLock()
+        self.finished = False  # no more sentences will come
+        self.closed = False
+
+    def say(self, sentence: str | None) -> None:
+        if not sentence or not re.search(r"\w", sentence):  # "..." alone has nothing to say
+            return
+        with self.lock:
+            if not self.closed and not self.finished:
+                self._pending.append(self._pool.submit(self._speaker.synthesize, sentence))
+
+    def finish(self) -> None:
+        with self.lock:
+            self.finished = True
+            self._pool.shutdown(wait=False)
+
+    @property
+    def done(self) -> bool:
+        return self.closed or (self.finished and not self._pending)
+
+    def take(self, timeout: float = 0.0) -> Speech | SpeechUnavailable | None:
+        """The next sentence's speech (or why it has none) once ready; None while it is not."""
+        with self.lock:
+            if not self._pending:
+                return None
+            future = self._pending[0]
+        try:
+            result = future.result(timeout)
+        except FutureTimeout:
+            return None
+        except SpeechUnavailable as e:
+            result = e
+        except Exception as e:  # InputError, a cancelled sentence, or a bug in a speaker: this one stays silent
+            log.warning("a sentence could not be spoken", exc_info=e)
+            result = SpeechUnavailable(f"the voice failed ({type(e).__name__})")
+        with self.lock:
+            if self.closed or not self._pending or self._pending[0] is not future:
+                _delete_result(future)
+                return None
+            self._pending.popleft()
+        return result
+
+    def close(self) -> None:
+        """Stop speaking: drop sentences not yet spoken and delete what was made but never played."""
+        with self.lock:
+            self.closed = True
+            while self._pending:
+                future = self._pending.popleft()
+                if not future.cancel():
+                    future.add_done_callback(_delete_result)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _delete_result(future: Future) -> None:
+    if future.done() and not future.cancelled() and future.exception() is None:
+        future.result().delete()
+
+
+# -- answering ----------------------------------------------------------------------------------------------------
+def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings,
+                clock: Callable[[], float] = time.monotonic) -> Iterator[VoiceEvent]:
+    """Transcribe the waiting question, stream its answer and speak each sentence as soon as it is complete.
+    Sentences still unspoken when the stream ends are left in `session.speech` for `speak_rest()`."""
+    u, session.utterance = session.utterance, None
+    if u is None:
+        return
+    turn, session.times, session.warned_silent = session.turn, TurnTimes(), False
+    heard = _transcribe(models.transcriber, u)
+    if isinstance(heard, NotHeard):
+        yield heard
+        return
+    session.times.stt_s = heard.elapsed_s
+    yield Heard(heard)
+    if u.frame is None:
+        yield NotHeard(NO_FRAME)
+        return
+    if session.turn != turn:  # a newer question arrived while this one was transcribed
+        return
+    queue = session.speech = SpeechQueue(models.speaker)
+    session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
+    request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
+                      options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
+    chunker, text = SentenceChunker(), ""
+    parts = follow(engine.stream(request), settings.ui_update_s, clock)
+    try:
+        for part in parts:
+            if session.turn != turn:
+                break  # barge-in: closing `parts` stops decoding and frees the engine
+            for sentence in chunker.feed(part.text[len(text):]):
+                queue.say(sentence)
+            text, session.times.ttft_s = part.text, part.ttft_s
+            if part.stats is not None:
+                queue.say(chunker.flush())
+            yield Answering(part)
+            yield from _due(session, queue, settings, clock)
+    finally:
+        parts.close()
+        queue.finish()
+        if session.turn != turn:
+            queue.close()
+
+
+def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[], float] = time.monotonic,
+               sleep: Callable[[float], None] = time.sleep) -> Iterator[VoiceEvent]:
+    """Play the current answer's remaining sentences one after another, each when the one before has ended."""
+    queue, turn = session.speech, session.turn
+    while queue is not None and not queue.done and session.turn == turn:
+        wait = session.playing_until - clock()
+        if wait > 0:
+            sleep(min(wait, 0.1))
+            continue
+        with queue.lock:
+            item = queue.take(timeout=0.1) if clock() >= session.playing_until else None
+            said = None if item is None else _said(session, item, settings, clock)
+        if said is not None:
+            yield said
+
+
+def _due(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock) -> Iterator[VoiceEvent]:
+    """The sentences that are ready, while nothing is playing."""
+    while True:
+        with queue.lock:
+            item = queue.take() if clock() >= session.playing_until else None
+            if item is None:
+                return
+            said = _said(session, item, settings, clock)
+        yield said
+
+
+def _said(session: VoiceSession, item: Speech | SpeechUnavailable, settings: AppSettings, clock) -> VoiceEvent:
+    if isinstance(item, SpeechUnavailable):
+        return Silent(str(item))
+    try:
+        duration = audio_duration(item.path)
+    except (OSError, EOFError, wave.Error) as e:
+        item.delete()
+        return Silent(f"the spoken file could not be read ({e})")
+    first = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio)
+    return Said(item, duration, first)
+
+
+def _transcribe(transcriber: Transcriber, u: Utterance) -> Transcript | NotHeard:
+    try:
+        transcript = u.early.result() if u.early is not None else transcriber.transcribe(u.audio)
+    except InputError as e:
+        return NotHeard(str(e))
+    except Exception as e:
+        log.error("transcription failed", exc_info=e)
+        return NotHeard(STT_FAILED)
+    if transcript.no_speech or not transcript.text.strip():
+        return NotHeard(transcript.notice or NO_SPEECH)
+    return transcript

@@ -1,4 +1,6 @@
-"""`python -m fastvlm predict | synth | eval | bench`: the command line. Flags and environment live here only."""
+"""`python -m fastvlm predict | synth | eval | bench | convert | parity`: the command line.
+
+Flags and environment live here only."""
 
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=int, default=int(env("FASTVLM_THREADS", "0")) or physical_cores(),
                    help="CPU threads (default: physical cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length in positions")
+    g.add_argument("--vision-runtime", choices=("auto", "onnxruntime", "openvino"),
+                   default=env("FASTVLM_VISION_RUNTIME", "auto"),
+                   help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime [FASTVLM_VISION_RUNTIME]")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
@@ -36,7 +41,7 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
 
     paths = resolve(args.vision, args.llm, args.models, download=not args.no_download)
     return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution,
-                        threads=args.threads, n_ctx=args.n_ctx)
+                        threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime)
 
 
 def load_engine(args: argparse.Namespace):
@@ -107,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench-voice", help="time end of speech -> first spoken answer (VAD tail, STT, TTFT, TTS)")
     add_model_arguments(p)
     voice_bench.add_arguments(p)
+    from .convert import cli as convert_cli  # light: the convert extras are imported only when a command runs
+
+    p = sub.add_parser("convert", help="FastVLM checkpoint -> vision.onnx + llm.gguf (needs requirements-convert.txt)")
+    convert_cli.add_arguments(p)
+    p = sub.add_parser("parity", help="check the engine against transformers on random FastVLMs")
+    convert_cli.add_parity_arguments(p)
     return parser
 
 
@@ -140,7 +151,20 @@ def _synth(args: argparse.Namespace) -> int:
     return synth.run(args)
 
 
-COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice}
+def _convert(args: argparse.Namespace) -> int:
+    from .convert import cli as convert_cli
+
+    return convert_cli.run(args)
+
+
+def _parity(args: argparse.Namespace) -> int:
+    from .convert import cli as convert_cli
+
+    return convert_cli.run_parity_command(args)
+
+
+COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice,
+            "convert": _convert, "parity": _parity}
 
 
 def main(argv: list[str] | None = None) -> int:

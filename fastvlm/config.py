@@ -65,6 +65,8 @@ class EngineConfig:
     max_image_pixels: int = 64_000_000  # larger images are refused (decompression bombs)
     flash_attn: bool | None = None  # None: llama.cpp decides
     kv_f32: bool = False  # f32 KV cache (strict parity); default f16
+    vision_runtime: str = "auto"  # "auto": OpenVINO when the `openvino` package is installed, else ONNX Runtime
+    vision_precision: str = "auto"  # OpenVINO only: "auto" (bf16 where the CPU reports BF16), "f32", "bf16"
 
     def __post_init__(self) -> None:
         check_resolution(self.resolution)

@@ -67,11 +67,12 @@ class Engine:
     def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
         """Load both models, check they belong together, and warm them up."""
         from .lm import LlamaLM
-        from .vision import OnnxVision
+        from .vision_runtimes import load_vision
 
         lm = LlamaLM.load(config)
         try:
-            vision = OnnxVision.load(config.vision_path, config.threads, expect_dim=lm.n_embd, llm_path=config.llm_path)
+            vision = load_vision(config.vision_path, config.threads, config.vision_runtime, expect_dim=lm.n_embd,
+                                 llm_path=config.llm_path, precision=config.vision_precision)
         except Exception:
             lm.close()
             raise
@@ -94,6 +95,7 @@ class Engine:
             "model": name,
             "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
             "vision": str(self.config.vision_path),
+            "vision_runtime": " ".join([type(self.vision).__name__, getattr(self.vision, "precision", "")]).strip(),
             "llm": str(self.config.llm_path),
             "resolution": self.config.resolution,
             "threads": self.config.threads,

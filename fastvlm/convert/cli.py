@@ -1,0 +1,92 @@
+"""`python -m fastvlm convert` and `python -m fastvlm parity`: flags -> the converter and the parity check."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from .random_model import SHAPES
+from .text_gguf import QUANTS
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", nargs="?", type=Path,
+                        help="FastVLM checkpoint folder (transformers FastVlmForConditionalGeneration, "
+                        "or Apple's llava_qwen2)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
+    parser.add_argument("--quant", nargs="+", choices=QUANTS, default=["Q4_K_M"],
+                        help="GGUF type(s); the first is written as llm.gguf, others as llm-<QUANT>.gguf")
+    parser.add_argument("--resolution", type=int, default=1024, help="image size the export is traced and checked at")
+    parser.add_argument("--int8", action="store_true",
+                        help="also write calibrated int8 vision encoders (ONNX Runtime QDQ; "
+                        "OpenVINO via NNCF if installed)")
+    parser.add_argument("--no-check", action="store_true",
+                        help="skip the parity check (it loads the whole model in float32 with transformers)")
+    parser.add_argument("--random-init", action="store_true", help="convert a random-weight model of --shape instead")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="0.5b", help="with --random-init: the architecture")
+    parser.add_argument("--seed", type=int, default=0, help="with --random-init: the weights' seed")
+    parser.add_argument("--threads", type=int, default=2, help="threads for the parity check and calibration")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.random_init == (args.checkpoint is not None):
+        raise SystemExit("pass either CHECKPOINT_DIR or --random-init --shape NAME")
+    if args.random_init:
+        near = args.out.parent if args.out.parent.exists() else None  # the same disk as the output
+        with tempfile.TemporaryDirectory(prefix="fastvlm-random-", dir=near) as tmp:
+            from .random_model import write_checkpoint
+
+            t0 = time.perf_counter()
+            ckpt = write_checkpoint(Path(tmp) / "checkpoint", args.shape, args.seed)
+            log.info("random %s checkpoint (seed %d) in %.1fs", args.shape, args.seed, time.perf_counter() - t0)
+            return _convert(ckpt, args)
+    return _convert(args.checkpoint, args)
+
+
+def _convert(checkpoint: Path, args: argparse.Namespace) -> int:
+    from .convert import convert
+
+    done = convert(checkpoint, args.out, tuple(args.quant), args.resolution)
+    print(done.describe())
+    print(f"converted in {done.seconds:.1f}s")
+    if args.int8:
+        from .int8 import write_int8
+
+        for line in write_int8(done.vision.path, args.out, args.resolution, args.threads):
+            print(line)
+    if args.no_check:
+        return 0
+    from .parity import check_converted
+
+    quant = args.quant[0]
+    report = check_converted(checkpoint, done.vision.path, done.llm[quant], quant, args.resolution,
+                             threads=args.threads)
+    print(report.summary())
+    return 0 if report.passed else 1
+
+
+def add_parity_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", choices=("tiny", "full-vision"), default="tiny",
+                        help="tiny: a shrunk vision tower; full-vision: the real FastViTHD (slower)")
+    parser.add_argument("--seed", type=int, nargs="+", default=[0, 1], help="one random model per seed")
+    modes = ["strict", "default", "fast"]
+    parser.add_argument("--mode", nargs="+", choices=modes, default=modes,
+                        help="strict: f32 everywhere; default: f16 KV + F16 GGUF; fast: default + OpenVINO bf16 vision")
+    parser.add_argument("--tokens", type=int, default=16, help="new tokens per answer")
+    parser.add_argument("--resolution", type=int, help="image size (default: 256 tiny, 512 full-vision)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--keep", type=Path, help="keep the random checkpoints and converted files in this folder")
+
+
+def run_parity_command(args: argparse.Namespace) -> int:
+    from .parity import run_parity
+
+    report = run_parity(args.shape, tuple(args.seed), tuple(args.mode), args.tokens, args.resolution, args.threads,
+                        args.keep)
+    print(report.summary())
+    return 0 if report.passed else 1

@@ -1,0 +1,137 @@
+"""The converter's outputs: the ONNX contract the engine expects, the GGUF metadata, quantized files, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("timm")
+
+
+def test_vision_onnx_contract(tiny_parity):
+    import onnx
+    import onnxruntime as ort
+
+    from fastvlm.vision import check_io
+
+    _, work = tiny_parity
+    path = work / "tiny-0" / "out" / "vision.onnx"
+    model = onnx.load(str(path))
+    dims = [d.dim_value or d.dim_param for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert model.graph.input[0].name == "pixel_values" and dims == [1, 3, "height", "width"]
+    out_dims = [d.dim_value or d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim]
+    assert out_dims[0] == 1 and out_dims[2] == 64
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert check_io(path, session.get_inputs(), session.get_outputs()) == ("pixel_values", 64)
+    for h, w in ((128, 128), (128, 192), (320, 320)):  # dynamic H and W
+        (out,) = session.run(None, {"pixel_values": np.random.rand(1, 3, h, w).astype(np.float32)})
+        assert out.shape == (1, (h // 64) * (w // 64), 64) and out.dtype == np.float32
+
+
+def test_gguf_metadata(tiny_parity):
+    import gguf
+
+    _, work = tiny_parity
+    reader = gguf.GGUFReader(str(work / "tiny-0" / "out" / "llm.gguf"))
+
+    def field(name):
+        f = reader.fields[name]
+        return f.contents()
+
+    assert field("general.architecture") == "qwen2"
+    assert field("tokenizer.ggml.model") == "gpt2" and field("tokenizer.ggml.pre") == "qwen2"
+    tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
+    eos = field("tokenizer.ggml.eos_token_id")
+    assert tokens[eos] == "<|im_end|>"
+    for special in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"):
+        assert types[tokens.index(special)] == gguf.TokenType.CONTROL
+    assert "<|im_start|>" in field("tokenizer.chat_template")
+    names = {t.name for t in reader.tensors}
+    assert {"token_embd.weight", "output_norm.weight", "blk.1.attn_q.bias", "blk.1.ffn_down.weight"} <= names
+    assert "output.weight" not in names  # tiny ties its head to the embeddings
+    assert all(t.tensor_type == gguf.GGMLQuantizationType.F32 for t in reader.tensors)
+
+
+def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
+    from fastvlm import EngineConfig, GenerationOptions, Request
+    from fastvlm.convert.convert import convert
+    from fastvlm.convert.parity import sample_images
+    from fastvlm.engine import Engine
+
+    _, work = tiny_parity
+    done = convert(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "Q4_K_M"), resolution=128)
+    assert set(done.llm) == {"Q8_0", "Q4_K_M"}
+    assert done.llm["Q8_0"].name == "llm.gguf" and done.llm["Q4_K_M"].name == "llm-Q4_K_M.gguf"
+    assert not list(tmp_path.glob("*.tmp.gguf"))
+    config = EngineConfig(vision_path=done.vision.path, llm_path=done.llm["Q4_K_M"], resolution=128, threads=2)
+    engine = Engine.load(config, warm_up=False)
+    try:
+        result = engine.answer(Request(sample_images()["wide"], "Hi", options=GenerationOptions(max_new_tokens=4)))
+    finally:
+        engine.close()
+    assert result.stats.new_tokens == 4
+
+
+def test_unknown_quant_is_refused(tmp_path):
+    from fastvlm.convert.convert import convert
+
+    with pytest.raises(ValueError, match="--quant"):
+        convert(tmp_path, tmp_path, ("Q2_K",))
+
+
+def test_apple_style_global_avg_pool_is_exported_with_dynamic_size(tmp_path):
+    """Apple's SEBlock squeezes with avg_pool2d(kernel_size=[h, w]), which freezes H/W in a trace."""
+    import onnxruntime as ort
+
+    from fastvlm.convert.vision_export import global_mean_se
+
+    class SEBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.reduce, self.expand = torch.nn.Conv2d(4, 2, 1), torch.nn.Conv2d(2, 4, 1)
+
+        def forward(self, x):
+            h, w = x.shape[2:]
+            s = torch.nn.functional.avg_pool2d(x, kernel_size=[h, w])
+            return x * torch.sigmoid(self.expand(torch.relu(self.reduce(s))))
+
+    net = SEBlock().eval()
+    x = torch.rand(1, 4, 8, 8)
+    with torch.no_grad(), global_mean_se(net) as n:
+        assert n == 1
+        torch.onnx.export(net, (x,), str(tmp_path / "se.onnx"), dynamo=False, input_names=["x"],
+                          dynamic_axes={"x": {2: "h", 3: "w"}})
+    session = ort.InferenceSession(str(tmp_path / "se.onnx"), providers=["CPUExecutionProvider"])
+    y = torch.rand(1, 4, 12, 6)
+    with torch.no_grad():
+        want = net(y).numpy()  # the original forward is back
+    (got,) = session.run(None, {"x": y.numpy()})
+    assert np.abs(got - want).max() < 1e-5
+
+
+def test_convert_command_ends_with_a_passing_parity_check(tiny_parity, tmp_path, capsys):
+    from fastvlm.convert import cli
+
+    _, work = tiny_parity
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args([str(work / "tiny-1" / "checkpoint"), "--out", str(tmp_path), "--quant", "F16",
+                              "--resolution", "256"])
+    assert cli.run(args) == 0
+    out = capsys.readouterr().out
+    assert "vision:" in out and "llm F16" in out and out.rstrip().endswith("PASS")
+
+
+def test_random_model_is_determined_by_its_seed():
+    from fastvlm.convert import random_model
+
+    a, _ = random_model.build("tiny", 3)
+    b, _ = random_model.build("tiny", 3)
+    c, _ = random_model.build("tiny", 4)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    key = "model.multi_modal_projector.linear_1.weight"
+    assert not torch.equal(sa[key], sc[key])

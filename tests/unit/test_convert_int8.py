@@ -1,0 +1,48 @@
+"""Calibrated int8 vision files: written per runtime, gated on cosine with fp32, deleted when they fail."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime.quantization")
+
+from fastvlm.convert import int8  # noqa: E402
+
+
+def test_min_cosine():
+    a = [np.ones((1, 4, 8), np.float32), np.arange(8, dtype=np.float32)]
+    assert int8.min_cosine(a, a) == pytest.approx(1.0)
+    assert int8.min_cosine(a, [a[0], -a[1]]) == pytest.approx(-1.0)
+
+
+def test_calibration_images_are_deterministic_and_varied():
+    a, b = int8.calibration_images(6), int8.calibration_images(6)
+    assert [im.tobytes() for im in a] == [im.tobytes() for im in b]
+    assert len({im.size for im in a}) > 1
+
+
+@pytest.fixture
+def fp32(tiny_models, tmp_path):
+    path = tmp_path / "vision.onnx"
+    shutil.copy(tiny_models.vision, path)
+    return path
+
+
+def test_int8_files_are_kept_only_above_the_gate(fp32, tmp_path, monkeypatch):
+    monkeypatch.setattr(int8, "COSINE_GATE", -1.0)  # everything passes
+    lines = int8.write_int8(fp32, tmp_path, 128, threads=2)
+    ort_file = tmp_path / "vision-int8-ort.onnx"
+    assert ort_file.is_file() and any("onnxruntime" in line and str(ort_file) in line for line in lines)
+    import onnx
+
+    ops = {n.op_type for n in onnx.load(str(ort_file)).graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops  # static QDQ, not ConvInteger
+    assert "ConvInteger" not in ops
+
+    monkeypatch.setattr(int8, "COSINE_GATE", 1.01)  # nothing passes
+    lines = int8.write_int8(fp32, tmp_path, 128, threads=2)
+    assert not ort_file.exists() and not (tmp_path / "vision-int8-ov.onnx").exists()
+    assert all("not written" in line for line in lines)

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             from .random_model import write_checkpoint
 
             t0 = time.perf_counter()
-            ckpt = write_checkpoint(Path(tmp) / "checkpoint", args.shape, args.seed)
+            ckpt = write_checkpoint(Path(tmp) / f"fastvlm-synth-random-{args.shape}", args.shape, args.seed)  # "synth": the UI warns
             log.info("random %s checkpoint (seed %d) in %.1fs", args.shape, args.seed, time.perf_counter() - t0)
             return _convert(ckpt, args)
     return _convert(args.checkpoint, args)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from fastvlm.config import PATCH
-from fastvlm.synth_tokenizer import CHAT_TEMPLATE, Vocab, build_vocab
+from fastvlm.synth_tokenizer import CHAT_TEMPLATE, Qwen2Sizes, Vocab, add_qwen2_metadata, build_vocab
 
 log = logging.getLogger(__name__)
 
@@ -139,26 +139,8 @@ def write_llm(path: Path, s: Shape, vocab: Vocab, rng: np.random.Generator, name
     """A `qwen2` GGUF with tied embeddings (llama.cpp reuses token_embd as the output head)."""
     gguf = _gguf()
     w = gguf.GGUFWriter(path, "qwen2")
-    w.add_name(name)
-    w.add_context_length(s.context)
-    w.add_embedding_length(s.hidden)
-    w.add_block_count(s.layers)
-    w.add_feed_forward_length(s.intermediate)
-    w.add_head_count(s.heads)
-    w.add_head_count_kv(s.kv_heads)
-    w.add_rope_freq_base(ROPE_THETA)
-    w.add_layer_norm_rms_eps(RMS_EPS)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if s.f16 else gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(list(vocab.tokens))
-    w.add_token_types(list(vocab.types))
-    w.add_token_merges(list(vocab.merges))
-    w.add_eos_token_id(vocab.im_end)
-    w.add_bos_token_id(vocab.endoftext)
-    w.add_pad_token_id(vocab.endoftext)
-    w.add_add_bos_token(False)
-    w.add_chat_template(CHAT_TEMPLATE)
+    sizes = Qwen2Sizes(s.context, s.hidden, s.layers, s.intermediate, s.heads, s.kv_heads, ROPE_THETA, RMS_EPS)
+    add_qwen2_metadata(w, gguf, name, sizes, s.f16, vocab, CHAT_TEMPLATE)
     for tensor_name, array in _llm_tensors(s, len(vocab.tokens), rng):
         w.add_tensor(tensor_name, array)
     w.write_header_to_file()

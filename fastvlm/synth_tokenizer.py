@@ -198,3 +198,41 @@ def build_vocab(n_merges: int = 400, vocab_size: int | None = None) -> Vocab:
     if len(set(tokens)) != len(tokens):
         raise AssertionError("token texts must be unique")
     return Vocab(tuple(tokens), tuple(types), tuple(f"{a} {b}" for a, b in merges), base, base + 1, base + 2)
+
+
+@dataclass(frozen=True)
+class Qwen2Sizes:
+    """The hyper-parameters a `qwen2` GGUF records."""
+
+    context: int
+    hidden: int
+    layers: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    rope_theta: float
+    rms_eps: float
+
+
+def add_qwen2_metadata(w, gguf, name: str, sizes: Qwen2Sizes, f16: bool, vocab: Vocab, chat_template: str) -> None:
+    """Everything but the tensors, for a GGUFWriter `w`: sizes, file type, and the ChatML BPE tokenizer."""
+    w.add_name(name)
+    w.add_context_length(sizes.context)
+    w.add_embedding_length(sizes.hidden)
+    w.add_block_count(sizes.layers)
+    w.add_feed_forward_length(sizes.intermediate)
+    w.add_head_count(sizes.heads)
+    w.add_head_count_kv(sizes.kv_heads)
+    w.add_rope_freq_base(sizes.rope_theta)
+    w.add_layer_norm_rms_eps(sizes.rms_eps)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(list(vocab.tokens))
+    w.add_token_types(list(vocab.types))
+    w.add_token_merges(list(vocab.merges))
+    w.add_eos_token_id(vocab.im_end)  # generation ends at <|im_end|>
+    w.add_bos_token_id(vocab.endoftext)
+    w.add_pad_token_id(vocab.endoftext)
+    w.add_add_bos_token(False)
+    w.add_chat_template(chat_template)

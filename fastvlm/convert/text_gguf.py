@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastvlm.synth_tokenizer import Vocab
+from fastvlm.synth_tokenizer import Qwen2Sizes, Vocab, add_qwen2_metadata
 
 from ._deps import require
 from .checkpoint import HEAD, TEXT, Checkpoint, CheckpointError, Tensor
@@ -70,26 +70,9 @@ def write_text_gguf(ckpt: Checkpoint, vocab: Vocab, chat_template: str, path: Pa
     if len(vocab.tokens) != rows:
         raise CheckpointError(f"the tokenizer has {len(vocab.tokens)} tokens for {rows} embedding rows")
     w = gguf.GGUFWriter(str(path), "qwen2")
-    w.add_name(name)
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_rope_freq_base(_rope_theta(cfg))
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(list(vocab.tokens))
-    w.add_token_types(list(vocab.types))
-    w.add_token_merges(list(vocab.merges))
-    w.add_eos_token_id(vocab.im_end)
-    w.add_bos_token_id(vocab.endoftext)
-    w.add_pad_token_id(vocab.endoftext)
-    w.add_add_bos_token(False)
-    w.add_chat_template(chat_template)
+    sizes = Qwen2Sizes(cfg.max_position_embeddings, cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size,
+                       cfg.num_attention_heads, cfg.num_key_value_heads, _rope_theta(cfg), cfg.rms_norm_eps)
+    add_qwen2_metadata(w, gguf, name, sizes, f16, vocab, chat_template)
     for gname, t in items:
         dtype = np.dtype(np.float16 if f16 and len(t.shape) >= 2 else np.float32)
         w.add_tensor_info(gname, t.shape, dtype, int(np.prod(t.shape)) * dtype.itemsize)

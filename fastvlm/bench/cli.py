@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 
 from .plot import draw
 from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
-from .stats import machine_info, summarize
+from .stats import machine_info, summarize, write_report
 
 log = logging.getLogger(__name__)
 METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
@@ -58,8 +57,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         engine.close()
     _print(report)
     if args.report_json:
-        args.report_json.parent.mkdir(parents=True, exist_ok=True)
-        args.report_json.write_text(json.dumps(report, indent=2))
+        write_report(args.report_json, report)
     if args.plot:
         draw(rows, args.plot, f"{report['model']['model']} @ {size}, {args.threads} threads")
     return 0

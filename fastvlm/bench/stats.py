@@ -54,3 +54,13 @@ def machine_info(threads: int) -> dict:
         "platform": platform.platform(),
         "versions": versions,
     }
+
+
+def write_report(path, report: dict) -> None:
+    """The JSON report (`--report-json`), its folder made if needed."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))

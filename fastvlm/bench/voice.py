@@ -20,7 +20,6 @@ thread while decoding goes on. Stages (medians over the kept runs):
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -34,7 +33,7 @@ import numpy as np
 from ..config import GenerationOptions
 from ..events import Done, FirstToken, Request, TextDelta
 from .runs import fresh, sample_images
-from .stats import machine_info, summarize
+from .stats import machine_info, summarize, write_report
 
 log = logging.getLogger(__name__)
 QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
@@ -96,8 +95,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         engine.close()
     _print(report)
     if args.report_json:
-        args.report_json.parent.mkdir(parents=True, exist_ok=True)
-        args.report_json.write_text(json.dumps(report, indent=2))
+        write_report(args.report_json, report)
     return 0
 
 

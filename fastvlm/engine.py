@@ -82,11 +82,15 @@ class Engine:
         return engine
 
     def warm_up(self) -> None:
-        """One encode at the default resolution and a prefill of the system prompt (which stays cached)."""
+        """Get the vision runtime ready for the default resolution, and prefill the system prompt (it stays cached)."""
         size = self.config.resolution
-        emb = self.vision.encode(np.zeros((1, 3, size, size), np.float32))
-        parts = planner.prefix_parts(Image("warm-up", emb[:1]), self.lm.tokenize)
-        self.lm.prefill(parts[:1], logits=False)
+        warm = getattr(self.vision, "warm_up", None)
+        if warm is not None:
+            warm(size)
+        else:
+            self.vision.encode(np.zeros((1, 3, size, size), np.float32))
+        no_image = Image("warm-up", np.zeros((1, self.lm.n_embd), np.float32))
+        self.lm.prefill(planner.prefix_parts(no_image, self.lm.tokenize)[:1], logits=False)
 
     def describe(self) -> dict:
         """What is loaded, for a UI header or a /health endpoint."""

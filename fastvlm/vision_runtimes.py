@@ -104,6 +104,10 @@ class OpenVinoVision:
                 self._compiled[key] = self._core.compile_model(model, "CPU", self._config)
             return self._compiled[key]
 
+    def warm_up(self, size: int) -> None:
+        """Compile for the default size ahead of the first request (OpenVINO compiles once per input size)."""
+        self._compiled_for(size, size)
+
     def encode(self, pixels: np.ndarray) -> np.ndarray:
         if pixels.ndim != 4 or pixels.shape[:2] != (1, 3) or pixels.dtype != np.float32:
             raise ValueError(f"pixels must be float32 (1, 3, H, W), got {pixels.dtype} {pixels.shape}")

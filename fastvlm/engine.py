@@ -157,15 +157,16 @@ class Engine:
         finally:
             self._lock.release()
 
-    def _embed(self, image, resolution: int | None) -> tuple[Image, float, float]:
-        """The image's embeddings from the cache or the encoder; returns (image, preprocess s, encode s)."""
+    def _embed(self, image, resolution: int | None) -> tuple[Image, float, float | None]:
+        """The image's embeddings from the cache or the encoder; returns (image, preprocess s, encode s or
+        None when the embeddings came from the cache)."""
         size = check_resolution(resolution or self.config.resolution)
         t = self._clock()
         pil = preprocess.load_image(image, self.config.max_image_pixels)
         key = f"{preprocess.image_key(pil)}@{size}"
         emb = self._embeddings.get_fresh(key)
         if emb is not None:
-            return Image(key, emb), self._clock() - t, 0.0
+            return Image(key, emb), self._clock() - t, None
         pixels = preprocess.to_pixels(pil, size)  # (1, 3, S, S)
         t_pre = self._clock() - t
         t = self._clock()
@@ -190,8 +191,8 @@ class Engine:
         t = self._clock()
         reused = self.lm.prefill(p.parts)
         t_prefill = self._clock() - t
-        stats = Stats(preprocess_s=t_pre, encode_s=t_enc, prefill_s=t_prefill, prompt_tokens=p.positions,
-                      image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc == 0.0)
+        stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prefill_s=t_prefill, prompt_tokens=p.positions,
+                      image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc is None)
         yield from self._decode(request, stats, t0)
 
     def _decode(self, request: Request, stats: Stats, t0: float) -> Iterator[Event]:

@@ -80,7 +80,7 @@ def write_models(out_dir: Path, shape: str = "tiny", seed: int = 0) -> SynthPath
         tmp = paths.llm.with_name(paths.llm.name + ".f16.tmp")
         try:
             write_llm(tmp, s, vocab, np.random.default_rng([seed, 0]), name=f"fastvlm-synth-{shape}")
-            quantize_q4_k_m(tmp, paths.llm)
+            quantize_gguf(tmp, paths.llm)
         finally:
             tmp.unlink(missing_ok=True)
     else:
@@ -149,11 +149,12 @@ def write_llm(path: Path, s: Shape, vocab: Vocab, rng: np.random.Generator, name
     w.close()
 
 
-def quantize_q4_k_m(src: Path, dst: Path) -> None:
+def quantize_gguf(src: Path, dst: Path, ftype: str = "LLAMA_FTYPE_MOSTLY_Q4_K_M", threads: int | None = None) -> None:
+    """`llama_model_quantize` src -> dst; `ftype` names a llama_cpp LLAMA_FTYPE_* constant."""
     llama_cpp = _require("llama_cpp", "llama-cpp-python==0.3.36")
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    params.nthread = os.cpu_count() or 1
+    params.ftype = getattr(llama_cpp, ftype)
+    params.nthread = threads or os.cpu_count() or 1
     native_log = logging.getLogger("llama-cpp-python")  # llama.cpp prints one line per tensor at INFO
     level = native_log.level
     native_log.setLevel(logging.ERROR)
@@ -162,7 +163,7 @@ def quantize_q4_k_m(src: Path, dst: Path) -> None:
     finally:
         native_log.setLevel(level)
     if rc != 0:
-        raise RuntimeError(f"llama.cpp could not quantize {src} to {dst} (code {rc})")
+        raise RuntimeError(f"llama.cpp could not quantize {src} to {dst} as {ftype} (code {rc})")
 
 
 # ---- vision encoder ----------------------------------------------------------

@@ -8,14 +8,13 @@ from the F16 file. Tensors stream from the checkpoint one at a time.
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from fastvlm.synth import quantize_gguf
 from fastvlm.synth_tokenizer import Qwen2Sizes, Vocab, add_qwen2_metadata
 
 from ._deps import require
@@ -86,19 +85,7 @@ def write_text_gguf(ckpt: Checkpoint, vocab: Vocab, chat_template: str, path: Pa
 
 def quantize(src: Path, dst: Path, quant: str, threads: int | None = None) -> None:
     """`llama_model_quantize` src -> dst as `quant` (one of QUANTS)."""
-    llama_cpp = require("llama_cpp")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, _LLAMA_FTYPES[quant])
-    params.nthread = threads or os.cpu_count() or 1
-    native_log = logging.getLogger("llama-cpp-python")  # llama.cpp logs one line per tensor at INFO
-    level = native_log.level
-    native_log.setLevel(logging.ERROR)
-    try:
-        rc = llama_cpp.llama_model_quantize(os.fsencode(src), os.fsencode(dst), ctypes.byref(params))
-    finally:
-        native_log.setLevel(level)
-    if rc != 0:
-        raise RuntimeError(f"llama.cpp could not quantize {src} to {dst} as {quant} (code {rc})")
+    quantize_gguf(src, dst, _LLAMA_FTYPES[quant], threads)
 
 
 @dataclass(frozen=True)

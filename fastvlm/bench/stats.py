@@ -7,6 +7,8 @@ import platform
 import statistics
 from importlib import metadata
 
+from ..cpu import cpu_model, features
+
 
 def summarize(values: list[float]) -> dict[str, float]:
     if not values:
@@ -24,17 +26,6 @@ def summarize(values: list[float]) -> dict[str, float]:
     }
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_info(threads: int) -> dict:
     import psutil
 
@@ -46,6 +37,7 @@ def machine_info(threads: int) -> dict:
             pass
     return {
         "cpu": cpu_model(),
+        "cpu_features": features(),
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),
         "threads": threads,

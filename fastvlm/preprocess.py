@@ -24,27 +24,34 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from fastvlm.config import TRAINED_RESOLUTION, check_resolution
 from fastvlm.events import InputError
+from fastvlm.resample import pad_resize
 
 log = logging.getLogger(__name__)
 
 ImageSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO, Image.Image, np.ndarray]
 DEFAULT_MAX_PIXELS = 64_000_000
+# Padded to a square, a longer strip keeps under 1/20 of the side for its content (51 px of 1024): the model
+# cannot read it, and the cost would grow with the long side. Longer strips are refused; crop or split them.
+DEFAULT_MAX_ASPECT = 20.0
 FORMATS_HINT = "send a PNG, JPEG, WebP, GIF, BMP or TIFF image"
 # uint8 -> float32 exactly as transformers' `rescale`: float64 multiply by 1/255, then cast to float32.
 _RESCALE = (np.arange(256, dtype=np.float64) * (1 / 255)).astype(np.float32)
 
 
-def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS,
+               max_aspect: float = DEFAULT_MAX_ASPECT) -> Image.Image:
     """Decode `source` to a new RGB image, or raise `InputError` saying what is wrong and what to do.
 
     `source`: a file path, encoded bytes, a binary file object, a PIL image (seeked to frame 0 if animated)
-    or a numpy array. Images above `max_pixels` are refused from their header, before pixels are decoded.
+    or a numpy array. Images above `max_pixels`, or longer than `max_aspect` times their width (or wider),
+    are refused from their header, before pixels are decoded.
     """
+    limits = (max_pixels, max_aspect)
     if isinstance(source, np.ndarray):
-        return _to_rgb(_from_array(source, max_pixels))
+        return _to_rgb(_from_array(source, *limits))
     if isinstance(source, Image.Image):
         with _decoding("the image"):
-            return _to_rgb(_decode(source, "the image", max_pixels))
+            return _to_rgb(_decode(source, "the image", *limits))
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         what = f"image file {os.path.basename(path)!r}"  # the name only: upload paths are long temp folders
@@ -62,7 +69,7 @@ def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Ima
             raise InputError(f"{what} is empty (0 bytes): the upload failed; send the image again")
         fp = io.BytesIO(data)
     with _decoding(what), Image.open(fp) as im:
-        return _to_rgb(_decode(im, what, max_pixels))
+        return _to_rgb(_decode(im, what, *limits))
 
 
 @contextmanager
@@ -96,7 +103,7 @@ def _read_bytes(source: object) -> bytes:
     )
 
 
-def _check_size(width: int, height: int, max_pixels: int, what: str) -> None:
+def _check_size(width: int, height: int, what: str, max_pixels: int, max_aspect: float) -> None:
     if width < 1 or height < 1:
         raise InputError(f"{what} is {width}x{height} pixels: it must be at least 1x1")
     if width * height > max_pixels:
@@ -104,23 +111,28 @@ def _check_size(width: int, height: int, max_pixels: int, what: str) -> None:
             f"{what} is {width}x{height} = {width * height:,} pixels, above the limit of {max_pixels:,} "
             "(a guard against decompression bombs): downscale it and send it again"
         )
+    if max(width, height) > max_aspect * min(width, height):
+        raise InputError(
+            f"{what} is {width}x{height} pixels, more than {max_aspect:g} times longer than it is wide: padded to "
+            "a square the model would see a thin strip; crop it or split it into parts and ask about each"
+        )
 
 
-def _decode(im: Image.Image, what: str, max_pixels: int) -> Image.Image:
+def _decode(im: Image.Image, what: str, max_pixels: int, max_aspect: float) -> Image.Image:
     """Size check from the header, then frame 0, pixels and EXIF orientation; returns a new image."""
-    _check_size(*im.size, max_pixels, what)
+    _check_size(*im.size, what, max_pixels, max_aspect)
     if getattr(im, "n_frames", 1) > 1 and im.tell() != 0:
         im.seek(0)
     im.load()
     return ImageOps.exif_transpose(im)  # a copy, even when there is no orientation tag
 
 
-def _from_array(a: np.ndarray, max_pixels: int) -> Image.Image:
+def _from_array(a: np.ndarray, max_pixels: int, max_aspect: float) -> Image.Image:
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[..., 0]
     if not (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (3, 4))):
         raise InputError(f"an image array must be HxW, HxWx3 (RGB) or HxWx4 (RGBA), got shape {a.shape}")
-    _check_size(a.shape[1], a.shape[0], max_pixels, "the image array")
+    _check_size(a.shape[1], a.shape[0], "the image array", max_pixels, max_aspect)
     if np.issubdtype(a.dtype, np.floating):
         if not np.isfinite(a).all() or a.min() < 0 or a.max() > 1:
             raise InputError("a float image array must hold values in [0, 1]: for 0..255 data pass uint8")
@@ -172,13 +184,16 @@ def pad_to_square(image: Image.Image) -> Image.Image:
 
 
 def to_pixels(image: Image.Image, size: int) -> np.ndarray:
-    """Pad to a square, BICUBIC-resize to `size`, scale to [0, 1]: float32 (1, 3, size, size), never cropped."""
+    """Pad to a square, BICUBIC-resize to `size`, scale to [0, 1]: float32 (1, 3, size, size), never cropped.
+
+    The square is not built when it is large (`resample.pad_resize`): the cost is bounded by the image and
+    the output, with the same pixels.
+    """
     try:
         check_resolution(size)
     except ValueError as e:
         raise InputError(str(e)) from e
-    square = pad_to_square(_to_rgb(image))
-    resized = np.asarray(square.resize((size, size), Image.Resampling.BICUBIC))  # (S, S, 3) uint8
+    resized = pad_resize(_to_rgb(image), size)  # (S, S, 3) uint8
     return np.ascontiguousarray(_RESCALE[resized.transpose(2, 0, 1)][None])  # (1, 3, S, S) float32
 
 
@@ -196,12 +211,13 @@ class Preprocessor:
 
     size: int = TRAINED_RESOLUTION  # default resolution S; calls may override
     max_pixels: int = DEFAULT_MAX_PIXELS  # larger images are refused before decoding
+    max_aspect: float = DEFAULT_MAX_ASPECT  # longer strips (long side / short side) are refused before decoding
 
     def __post_init__(self) -> None:
         check_resolution(self.size)
 
     def load(self, source: ImageSource) -> Image.Image:
-        return load_image(source, self.max_pixels)
+        return load_image(source, self.max_pixels, self.max_aspect)
 
     def __call__(self, source: ImageSource, size: int | None = None) -> np.ndarray:
         return to_pixels(self.load(source), size or self.size)

@@ -2,6 +2,7 @@
 (Helpers here are shared by test_api_flight.py and test_api_remote.py.)"""
 
 import base64
+import io
 import json
 from contextlib import contextmanager
 
@@ -191,3 +192,15 @@ def test_api_key_is_checked_before_the_body_is_read():
         with pytest.raises(RemoteError, match="API key"):
             RemoteEngine(server.url, "wrong").answer(Request(IMG, "q"))
         assert RemoteEngine(server.url, "s3cret").answer(Request(IMG, "q")).text == "Hello!"
+
+
+def test_a_long_strip_image_is_a_400_that_says_what_to_do(fake):
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (2100, 10)).save(buf, "PNG")  # 210:1: padded, the content would be a sliver
+    strip = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    r = post(fake, {"messages": msgs({"type": "image_url", "image_url": {"url": strip}})})
+    assert r.status_code == 400 and "crop it or split it" in error_of(r)["message"]
+    r = httpx.post(fake.url + "/predict", files={"image": ("strip.png", buf.getvalue())})
+    assert r.status_code == 400 and "crop it or split it" in r.text

@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--allow-unauthenticated-remote", action="store_true",
                    help="serve the API off-loopback without a key (trusted networks only)")
     a.add_argument("--no-api", action="store_true", help="serve the UI only")
+    a.add_argument("--mcp", action=argparse.BooleanOptionalAction,
+                   default=os.environ.get("FASTVLM_MCP", "1") not in ("", "0"),
+                   help="serve the MCP tools ask_image and describe_image at /mcp (default on; same key rule as "
+                        "the API) [FASTVLM_MCP=0 turns it off]")
     a.add_argument("--backend", metavar="URL", default=os.environ.get("FASTVLM_BACKEND"),
                    help="drive a remote OpenAI-compatible server instead of a local engine [FASTVLM_BACKEND]")
     a.add_argument("--backend-key", default=os.environ.get("FASTVLM_BACKEND_KEY"),
@@ -105,13 +109,14 @@ def create_app(engine, settings=None, speech=None):
     return demo
 
 
-def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=()):
-    """Start the server; `block=False` returns at once (tests). `routes` (the API's) are served beside the UI.
-    Returns Gradio's (app, local url, share url)."""
+def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None):
+    """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
+    the UI; `lifespan` (MCP's) runs while the server does. Returns Gradio's (app, local url, share url)."""
     from ui import launch_style
 
+    app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
     return demo.launch(server_name=host, server_port=port, prevent_thread_lock=not block,
-                       max_file_size=MAX_UPLOAD, app_kwargs={"routes": list(routes)}, **launch_style())
+                       max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style())
 
 
 def api_routes(engine, args: argparse.Namespace) -> list:
@@ -119,15 +124,37 @@ def api_routes(engine, args: argparse.Namespace) -> list:
     and the UI is served alone, unless --allow-unauthenticated-remote."""
     if args.no_api:
         return []
-    from fastvlm.api import UnsafeBindError, build_router, check_bind
+    from fastvlm.api import build_router
+
+    settings = _bound_api_settings(args, "the API")
+    return build_router(engine, settings).routes if settings else []
+
+
+def mcp_server(engine, args: argparse.Namespace):
+    """The MCP tools at /mcp (`fastvlm.mcp.server.McpServer`), or None: with --no-mcp, and off-loopback
+    without an API key (the API's rule: the tools answer the same questions)."""
+    if not args.mcp:
+        return None
+    from fastvlm.mcp.server import PATH, McpServer
+
+    settings = _bound_api_settings(args, "the MCP tools")
+    if settings is None:
+        return None
+    log.info("MCP tools (streamable HTTP) at http://%s:%d%s", args.host, args.port, PATH)
+    return McpServer(engine, settings, host=args.host)
+
+
+def _bound_api_settings(args: argparse.Namespace, what: str):
+    """The API settings when `what` may be served on --host (`check_bind`), else None and a warning."""
+    from fastvlm.api import UnsafeBindError, check_bind
 
     settings = _api_settings(args)
     try:
         check_bind(args.host, settings)
     except UnsafeBindError as e:
-        log.warning("the API is not served: %s", e)
-        return []
-    return build_router(engine, settings).routes
+        log.warning("%s will not be served: %s", what, e)
+        return None
+    return settings
 
 
 def _api_settings(args: argparse.Namespace):
@@ -175,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
-        launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=api_routes(engine, args))
+        mcp = mcp_server(engine, args)
+        routes = api_routes(engine, args) + (mcp.routes if mcp else [])
+        launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=routes,
+               lifespan=mcp.lifespan if mcp else None)
     finally:
         engine.close()
     return 0

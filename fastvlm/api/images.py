@@ -6,8 +6,11 @@ import base64
 import binascii
 import re
 
+import anyio
 import httpx
+from PIL import Image
 
+from .. import preprocess
 from .errors import ApiError
 from .settings import ApiSettings
 
@@ -68,3 +71,15 @@ async def image_bytes(url: str, settings: ApiSettings, param: str = "image_url")
                            code="remote_image_url_refused")
         return await fetch(url.strip(), settings, param)
     raise ApiError(400, f"unsupported image URL scheme: {HINT}", param=param, code="invalid_image_url")
+
+
+def max_pixels(engine) -> int:
+    """The engine's image size limit (a `RemoteEngine` has no config: its server checks again)."""
+    config = getattr(engine, "config", None)
+    return getattr(config, "max_image_pixels", preprocess.DEFAULT_MAX_PIXELS)
+
+
+async def decode_image(url: str, settings: ApiSettings, max_pixels: int, param: str = "image_url") -> Image.Image:
+    """The image of a data (or allowed http) URL, decoded off the event loop; a 400 saying what is wrong."""
+    data = await image_bytes(url, settings, param)
+    return await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)

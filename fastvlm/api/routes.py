@@ -28,11 +28,6 @@ from .streaming import EngineResponse, Gate, collect, plain_text, sse
 _NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def _max_pixels(engine) -> int:
-    config = getattr(engine, "config", None)  # a RemoteEngine has none: its server checks again
-    return getattr(config, "max_image_pixels", preprocess.DEFAULT_MAX_PIXELS)
-
-
 def build_router(engine, settings: ApiSettings) -> APIRouter:
     """All endpoints, bound to `engine` (an `Engine`, or anything with its `stream`/`prepare`/`describe`)."""
 
@@ -44,7 +39,7 @@ def build_router(engine, settings: ApiSettings) -> APIRouter:
     router = APIRouter(route_class=route_class(before, settings.retry_after_s), tags=["fastvlm api"])
     gate = Gate(engine, settings)
     started = time.time()
-    max_pixels = _max_pixels(engine)
+    max_pixels = images.max_pixels(engine)
 
     def check_model(model: str | None) -> None:
         if model not in (None, settings.model_id):
@@ -52,8 +47,7 @@ def build_router(engine, settings: ApiSettings) -> APIRouter:
                            "(GET /v1/models lists it)", param="model", code="model_not_found")
 
     async def decode(url: str, param: str = "image_url"):
-        data = await images.image_bytes(url, settings, param)
-        return await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)  # 400 before queueing
+        return await images.decode_image(url, settings, max_pixels, param)  # a 400 before queueing
 
     @router.post("/v1/chat/completions")
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import EngineConfig, GenerationOptions, physical_cores
 from .events import Done, FirstToken, InputError, ModelFileError, Notice, Request, TextDelta
+from .weights.sources import SOURCES
 
 log = logging.getLogger("fastvlm")
 
@@ -26,6 +27,11 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--models", type=Path, default=env("FASTVLM_MODELS"),
                    help="folder holding vision.onnx + llm.gguf [FASTVLM_MODELS]")
     g.add_argument("--no-download", action="store_true", help="never download weights")
+    g.add_argument("--source", choices=sorted(SOURCES), default=env("FASTVLM_SOURCE", "prebuilt"),
+                   help="which published files to fetch when none are given [FASTVLM_SOURCE]")
+    g.add_argument("--exact", action="store_true",
+                   help="f32 everywhere (vision compute, KV cache): the setting under which answers match the "
+                        "transformers reference token for token; slower")
     g.add_argument("--resolution", type=int, default=int(env("FASTVLM_RESOLUTION", "1024")),
                    help="image size: 1024 (trained, accurate) or 512 (faster, fine text suffers)")
     g.add_argument("--threads", type=int, default=int(env("FASTVLM_THREADS", "0")) or physical_cores(),
@@ -36,12 +42,19 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime [FASTVLM_VISION_RUNTIME]")
 
 
-def engine_config(args: argparse.Namespace) -> EngineConfig:
-    from .models import resolve
+def model_paths(args: argparse.Namespace):
+    from .weights import resolve
 
-    paths = resolve(args.vision, args.llm, args.models, download=not args.no_download)
+    return resolve(args.vision, args.llm, args.models, download=not args.no_download, source=args.source)
+
+
+def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:
+    """The engine's config from the flags; resolves (and downloads) the weights unless `paths` are given."""
+    paths = paths or model_paths(args)
+    exact = getattr(args, "exact", False)
     return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution,
-                        threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime)
+                        threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime,
+                        vision_precision="f32" if exact else "auto", kv_f32=exact, sources=paths.sources)
 
 
 def load_engine(args: argparse.Namespace):
@@ -94,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _predict_arguments(sub.add_parser("predict", help="answer one question about one image"))
+    p = sub.add_parser("download", help="fetch the model files into the Hugging Face cache (progress, resume)")
+    add_model_arguments(p)
     from . import synth
     from .eval import cli as eval_cli
 
@@ -163,7 +178,15 @@ def _parity(args: argparse.Namespace) -> int:
     return convert_cli.run_parity_command(args)
 
 
-COMMANDS = {"predict": predict, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice,
+def download(args: argparse.Namespace) -> int:
+    """Fetch the weights into the Hugging Face cache (or find them there) and say where each came from."""
+    paths = model_paths(args)
+    for part in ("vision", "llm"):
+        print(f"{part}: {getattr(paths, part)}\n  from {paths.sources[part]}")
+    return 0
+
+
+COMMANDS = {"predict": predict, "download": download, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice,
             "convert": _convert, "parity": _parity}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 TRAINED_RESOLUTION = 1024
 FAST_RESOLUTION = 512
 PATCH = 64  # FastViTHD downsamples by 64: (S/64)^2 image tokens
+MAX_RESOLUTION = 1024  # the trained size; larger costs O(S^2) in time and memory and was never trained
 
 
 def physical_cores() -> int:
@@ -23,8 +24,9 @@ def physical_cores() -> int:
 
 
 def check_resolution(size: int) -> int:
-    if size < PATCH or size % PATCH:
-        raise ValueError(f"resolution must be a positive multiple of {PATCH} (1024 trained, 512 fast), got {size}")
+    if not PATCH <= size <= MAX_RESOLUTION or size % PATCH:
+        raise ValueError(f"resolution must be a multiple of {PATCH} from {PATCH} to {MAX_RESOLUTION} "
+                         f"(1024 trained, 512 fast), got {size}")
     return size
 
 
@@ -67,6 +69,7 @@ class EngineConfig:
     kv_f32: bool = False  # f32 KV cache (strict parity); default f16
     vision_runtime: str = "auto"  # "auto": OpenVINO when the `openvino` package is installed, else ONNX Runtime
     vision_precision: str = "auto"  # OpenVINO only: "auto" (bf16 where the CPU reports BF16), "f32", "bf16"
+    sources: dict[str, str] = field(default_factory=dict)  # "vision"/"llm" -> where the file came from (shown)
 
     def __post_init__(self) -> None:
         check_resolution(self.resolution)

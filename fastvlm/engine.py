@@ -14,21 +14,24 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 import numpy as np
 
 from . import plan as planner
 from . import preprocess
-from .config import EngineConfig, check_resolution
-from .events import Busy, Done, Event, FirstToken, Notice, Request, Result, Stats, StopReason, TextDelta, collect
+from .cancel import CancelToken
+from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
+from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, StopReason, TextDelta, collect
 from .kv import Image
 from .lm import Cancelled, LanguageModel
 from .textstream import StopMatcher, Utf8Stream
-from .vision import VisionEncoder
+from .vision import EncodeCancelled, VisionEncoder
 
 log = logging.getLogger(__name__)
+
+OFFERED_RESOLUTIONS = (TRAINED_RESOLUTION, FAST_RESOLUTION)
 
 
 class _LRU(OrderedDict):
@@ -83,7 +86,7 @@ class Engine:
 
     def warm_up(self) -> None:
         """Get the vision runtime ready for the default resolution, and prefill the system prompt (it stays cached)."""
-        size = self.config.resolution
+        size = self.resolution
         warm = getattr(self.vision, "warm_up", None)
         if warm is not None:
             warm(size)
@@ -91,6 +94,19 @@ class Engine:
             self.vision.encode(np.zeros((1, 3, size, size), np.float32))
         no_image = Image("warm-up", np.zeros((1, self.lm.n_embd), np.float32))
         self.lm.prefill(planner.prefix_parts(no_image, self.lm.tokenize)[:1], logits=False)
+
+    @property
+    def resolution(self) -> int:
+        """The default image size: the configured one, or the only one a fixed-size vision graph takes."""
+        spec = getattr(self.vision, "spec", None)
+        if spec is None or spec.serves(self.config.resolution):
+            return self.config.resolution
+        return spec.fixed_size
+
+    def resolutions(self) -> tuple[int, ...]:
+        """The offered sizes (1024 trained, 512 fast) that the loaded vision graph serves."""
+        spec = getattr(self.vision, "spec", None)
+        return tuple(s for s in OFFERED_RESOLUTIONS if spec is None or spec.serves(s)) or (self.resolution,)
 
     def describe(self) -> dict:
         """What is loaded, for a UI header or a /health endpoint."""
@@ -101,7 +117,9 @@ class Engine:
             "vision": str(self.config.vision_path),
             "vision_runtime": " ".join([type(self.vision).__name__, getattr(self.vision, "precision", "")]).strip(),
             "llm": str(self.config.llm_path),
-            "resolution": self.config.resolution,
+            "resolution": self.resolution,
+            "resolutions": list(self.resolutions()),
+            "sources": dict(self.config.sources),
             "threads": self.config.threads,
             "n_ctx": self.lm.n_ctx,
             "busy": self.busy,
@@ -132,15 +150,23 @@ class Engine:
         return self._waiting > 0
 
     # -- requests -------------------------------------------------------------
-    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
+    def stream(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Events for one request. `wait`: seconds to wait for the engine (None: as long as it takes,
-        0: raise `Busy` at once). Closing the generator stops decoding and frees the engine."""
+        0: raise `Busy` at once). Closing the generator stops decoding and frees the engine; `cancel` also
+        stops an encode or prefill in progress (the stream then ends with stop reason "cancelled")."""
         t0 = self._clock()
+        self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
+        cancel = cancel or CancelToken()
         with self._turn(wait):
-            yield from self._run(request, t0)
+            if cancel.cancelled:
+                return
+            try:
+                yield from self._run(request, t0, cancel)
+            except (Cancelled, EncodeCancelled):
+                yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
 
-    def answer(self, request: Request, wait: float | None = None) -> Result:
-        return collect(self.stream(request, wait))
+    def answer(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Result:
+        return collect(self.stream(request, wait, cancel))
 
     def prepare(self, image, resolution: int | None = None) -> bool:
         """Encode `image` and prefill system prompt + image while idle. False if busy or preempted."""
@@ -157,10 +183,10 @@ class Engine:
         finally:
             self._lock.release()
 
-    def _embed(self, image, resolution: int | None) -> tuple[Image, float, float | None]:
+    def _embed(self, image, resolution: int | None, cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:
         """The image's embeddings from the cache or the encoder; returns (image, preprocess s, encode s or
         None when the embeddings came from the cache)."""
-        size = check_resolution(resolution or self.config.resolution)
+        size = self.check_resolution(resolution)
         t = self._clock()
         pil = preprocess.load_image(image, self.config.max_image_pixels)
         key = f"{preprocess.image_key(pil)}@{size}"
@@ -170,18 +196,31 @@ class Engine:
         pixels = preprocess.to_pixels(pil, size)  # (1, 3, S, S)
         t_pre = self._clock() - t
         t = self._clock()
-        emb = self.vision.encode(pixels)  # (N, D)
+        stop = getattr(self.vision, "cancel", None)
+        with cancel.hook(stop) if cancel is not None and stop is not None else nullcontext():
+            emb = self.vision.encode(pixels)  # (N, D)
         t_enc = self._clock() - t
         self._embeddings.put(key, emb)
         return Image(key, emb), t_pre, t_enc
+
+    def check_resolution(self, resolution: int | None) -> int:
+        """The size a request gets: `resolution` (or the default) when the vision graph serves it, else an
+        `InputError` before any work."""
+        size = resolution or self.resolution
+        try:
+            check_resolution(size)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        spec = getattr(self.vision, "spec", None)
+        return spec.check_size(size) if spec is not None else size
 
     def _tokenize(self, text: str, *, special: bool) -> list[int]:
         known = None if special else self._answers.get_fresh(text)
         return list(known) if known is not None else self.lm.tokenize(text, special=special)
 
-    def _run(self, request: Request, t0: float) -> Iterator[Event]:
+    def _run(self, request: Request, t0: float, cancel: CancelToken) -> Iterator[Event]:
         opts = request.options
-        img, t_pre, t_enc = self._embed(request.image, request.resolution)
+        img, t_pre, t_enc = self._embed(request.image, request.resolution, cancel)
         budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
         p = planner.plan(request.question, request.history, img, self._tokenize, budget)
         for message in p.notices:
@@ -189,13 +228,13 @@ class Engine:
         if not self.config.kv_reuse:
             self.lm.reset()
         t = self._clock()
-        reused = self.lm.prefill(p.parts)
+        reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
         t_prefill = self._clock() - t
         stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prefill_s=t_prefill, prompt_tokens=p.positions,
                       image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc is None)
-        yield from self._decode(request, stats, t0)
+        yield from self._decode(request, stats, t0, cancel)
 
-    def _decode(self, request: Request, stats: Stats, t0: float) -> Iterator[Event]:
+    def _decode(self, request: Request, stats: Stats, t0: float, cancel: CancelToken) -> Iterator[Event]:
         opts = request.options
         seed = opts.seed if opts.seed is not None else random.getrandbits(32)
         text, stops = Utf8Stream(), StopMatcher(opts.stop)
@@ -211,6 +250,9 @@ class Engine:
                     ttft = t_first - t0
                     yield FirstToken(ttft)
                 n_new += 1
+                if cancel.cancelled:
+                    reason = "cancelled"
+                    break
                 end = self.lm.stop_reason(token)
                 if end is not None:
                     reason = end
@@ -228,7 +270,7 @@ class Engine:
                     break
         finally:
             tokens.close()
-        if reason != "stop_string":
+        if reason not in ("stop_string", "cancelled"):
             out, hit = stops.feed(text.flush())
             out += "" if hit else stops.flush()
             if out:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 
 from .events import ModelFileError
-from .vision import OnnxVision, VisionEncoder
+from .vision import EncodeCancelled, GraphSpec, OnnxVision, VisionEncoder, read_spec
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +53,22 @@ def cpu_supports_bf16(core=None) -> bool:
 
 
 class OpenVinoVision:
-    """An OpenVINO model on the CPU, compiled once per input size. Build it with `load()`."""
+    """An OpenVINO model on the CPU, compiled once per input size (a few sizes kept). Build it with `load()`.
 
-    def __init__(self, core, model, config: dict, input_name: str, embed_dim: int, path: Path):
+    A dynamic graph is compiled static per size (faster on the CPU plugin); a fixed-size graph is compiled
+    as it is and never reshaped: a reshaped fixed graph (constant pooling kernels) gives wrong embeddings."""
+
+    KEEP_COMPILED = 2  # compiled sizes kept (each holds the weights once more); older ones are dropped
+
+    def __init__(self, core, model, config: dict, spec: GraphSpec):
         self._core, self._model, self._config = core, model, config
-        self._input = input_name
-        self._compiled: dict[tuple[int, int], object] = {}
+        self._compiled: OrderedDict[int, object] = OrderedDict()
         self._lock = threading.Lock()
-        self.embed_dim = embed_dim
-        self.path = path
+        self._requests: dict[int, object] = {}  # infer requests in flight, for cancel()
+        self._cancelled: set[int] = set()
+        self.spec = spec
+        self.embed_dim = spec.embed_dim or 0
+        self.path = spec.path
         self.precision = config.get("INFERENCE_PRECISION_HINT", "f32")
 
     @classmethod
@@ -80,43 +88,76 @@ class OpenVinoVision:
             model = core.read_model(str(path))
         except Exception as e:  # OpenVINO raises RuntimeError subclasses for unreadable graphs
             raise ModelFileError(f"{path} is not a loadable ONNX model ({e}); re-download or re-convert it") from e
-        if len(model.inputs) != 1 or model.inputs[0].get_partial_shape().rank.get_length() != 4:
-            raise ModelFileError(f"{path}: expected one (1, 3, H, W) input")
-        width = model.outputs[0].get_partial_shape()[2]
-        dim = width.get_length() if width.is_static else None
-        if dim is not None and expect_dim is not None and dim != expect_dim:
-            raise ModelFileError(
-                f"{path} outputs {dim}-wide image embeddings but {llm_path or 'the language model'} "
-                f"expects {expect_dim}: the two files belong to different FastVLM models"
-            )
+        spec = read_spec(path, _ov_io(model.inputs), _ov_io(model.outputs), expect_dim=expect_dim, llm_path=llm_path)
         bf16 = precision == "bf16" or (precision == "auto" and cpu_supports_bf16(core))
         config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
                   "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
         log.info("OpenVINO vision runtime, %s precision, %d threads", config["INFERENCE_PRECISION_HINT"], threads)
-        return cls(core, model, config, model.inputs[0].get_any_name(), dim or expect_dim or 0, path)
+        return cls(core, model, config, spec)
 
-    def _compiled_for(self, height: int, width: int):
+    def _compiled_for(self, size: int):
         with self._lock:
-            key = (height, width)
-            if key not in self._compiled:
-                model = self._model.clone()
-                model.reshape({self._input: [1, 3, height, width]})  # static shapes run faster on the CPU plugin
-                self._compiled[key] = self._core.compile_model(model, "CPU", self._config)
-            return self._compiled[key]
+            if size in self._compiled:
+                self._compiled.move_to_end(size)
+                return self._compiled[size]
+            model = self._model
+            if self.spec.fixed_size is None:
+                model = model.clone()
+                model.reshape({self.spec.input_name: [1, 3, size, size]})  # static shapes run faster on the CPU
+            compiled = self._core.compile_model(model, "CPU", self._config)
+            self._compiled[size] = compiled
+            while len(self._compiled) > self.KEEP_COMPILED:
+                self._compiled.popitem(last=False)
+            return compiled
 
     def warm_up(self, size: int) -> None:
         """Compile for the default size ahead of the first request (OpenVINO compiles once per input size)."""
-        self._compiled_for(size, size)
+        self._compiled_for(self.spec.fixed_size or size)
 
     def encode(self, pixels: np.ndarray) -> np.ndarray:
         if pixels.ndim != 4 or pixels.shape[:2] != (1, 3) or pixels.dtype != np.float32:
             raise ValueError(f"pixels must be float32 (1, 3, H, W), got {pixels.dtype} {pixels.shape}")
-        compiled = self._compiled_for(*pixels.shape[2:])
-        out = compiled(pixels)[compiled.outputs[0]]  # (1, N, D)
-        if out.shape[2] != self.embed_dim:
-            raise ModelFileError(f"{self.path} produced {out.shape[2]}-wide embeddings, expected {self.embed_dim}")
-        return np.ascontiguousarray(out[0], dtype=np.float32)  # (N, D)
+        size = self.spec.check_size(pixels.shape[2])
+        compiled = self._compiled_for(size)
+        request = compiled.create_infer_request()
+        key = id(request)
+        with self._lock:
+            self._requests[key] = request
+        try:
+            request.start_async({0: pixels.astype(self.spec.input_dtype)})
+            request.wait()
+            out = np.array(request.get_output_tensor(0).data)
+        except Exception as e:
+            if key in self._cancelled:
+                raise EncodeCancelled() from e
+            raise
+        finally:
+            with self._lock:
+                del self._requests[key]
+                cancelled = key in self._cancelled
+                self._cancelled.discard(key)
+        if cancelled:
+            raise EncodeCancelled()
+        return self.spec.check_output(out, size)
+
+    def cancel(self) -> None:
+        """Abandon every encode in flight (`InferRequest.cancel`)."""
+        with self._lock:
+            for key, request in self._requests.items():
+                self._cancelled.add(key)
+                request.cancel()
 
     def close(self) -> None:
         self._compiled.clear()
         self._model = None
+
+
+def _ov_io(ports) -> list[tuple[str, list, str]]:
+    """OpenVINO ports as (name, shape with None for dynamic axes, ONNX type name)."""
+    types = {"f32": "tensor(float)", "f16": "tensor(float16)"}
+    out = []
+    for port in ports:
+        shape = port.get_partial_shape()
+        dims = [d.get_length() if d.is_static else None for d in shape] if shape.rank.is_static else []
+        out.append((port.get_any_name(), dims, types.get(port.get_element_type().get_type_name(), "other")))
+    return out

@@ -1,32 +1,23 @@
 """Find the two weight files: explicit paths, a local folder, the Hugging Face cache, or a download.
 
-The published FastVLM-0.5B CPU files are named in `SOURCES`. Those names come from the original
-CPU pipeline's write-up and could not be checked from an offline machine: correct them here.
+Per part, in this order: the path given (`--vision` / `--llm`), a folder (`--models DIR`: `vision.onnx` /
+`llm.gguf`, else a candidate's own file name), each candidate of the source in the Hugging Face cache,
+then each candidate downloaded (a 404 moves on to the next; an unreachable Hub ends the search at once).
+`ModelPaths.sources` says where each file came from; the console, the UI header and /health show it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .events import ModelFileError
+from ..events import ModelFileError
+from .hub import Hub, HubUnreachable
+from .sources import LOCAL_NAMES, PARTS, SOURCES, Candidate, Source
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Source:
-    repo: str
-    filename: str | None  # None: the repo's only file ending in `suffix`
-    suffix: str
-    local_name: str  # the name looked for in a local models folder (what `fastvlm synth` writes)
-
-
-SOURCES = {
-    "llm": Source("musk12/apple-fastvlm-qwen2-q4-gguf", "fastvlm_qwen2_q4km.gguf", ".gguf", "llm.gguf"),
-    "vision": Source("musk12/apple-fastvlm-vision-encoder-1024", None, ".onnx", "vision.onnx"),
-}
 FLAGS = {"llm": "--llm PATH (or FASTVLM_LLM)", "vision": "--vision PATH (or FASTVLM_VISION)"}
 
 
@@ -34,117 +25,99 @@ FLAGS = {"llm": "--llm PATH (or FASTVLM_LLM)", "vision": "--vision PATH (or FAST
 class ModelPaths:
     vision: Path
     llm: Path
+    sources: dict[str, str] = field(default_factory=dict)  # part -> "repo/path (Hugging Face cache)" etc.
 
 
 def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Path | None = None,
-            download: bool = True) -> ModelPaths:
+            download: bool = True, source: Source | str = "prebuilt", hub: Hub | None = None) -> ModelPaths:
     """Both files, each from the first place that has it; one clear error naming what is missing."""
-    found, missing = {}, []
-    for kind, explicit in (("vision", vision), ("llm", llm)):
+    src = SOURCES[source] if isinstance(source, str) else source
+    hub = hub or Hub()
+    found, origin, missing = {}, {}, []
+    for part, explicit in (("vision", vision), ("llm", llm)):
         try:
-            found[kind] = _one(kind, explicit, models_dir, download)
+            found[part], origin[part] = _one(part, explicit, models_dir, download, src, hub)
         except ModelFileError as e:
             missing.append(str(e))
     if missing:
         raise ModelFileError(
             "FastVLM weights are not available:\n  - " + "\n  - ".join(missing) +
-            "\nFix: connect to the internet once so they download into the Hugging Face cache, or pass local files "
+            "\nFix: connect to the internet once so they download into the Hugging Face cache (run "
+            "`python -m fastvlm download`), or pass local files "
             f"with {FLAGS['vision']} and {FLAGS['llm']}, or a folder with --models DIR (FASTVLM_MODELS) holding "
             "vision.onnx and llm.gguf. For a test run without real weights: python -m fastvlm synth --out models/synth "
             "and --models models/synth."
         )
-    paths = ModelPaths(found["vision"], found["llm"])
+    paths = ModelPaths(found["vision"], found["llm"], origin)
     validate(paths)
+    for part in PARTS:
+        log.info("%s: %s", part, origin[part])
     return paths
 
 
-def _one(kind: str, explicit: Path | None, models_dir: Path | None, download: bool) -> Path:
-    src = SOURCES[kind]
+def _one(part: str, explicit: Path | None, models_dir: Path | None, download: bool, src: Source,
+         hub: Hub) -> tuple[Path, str]:
     if explicit is not None:
         if not Path(explicit).is_file():
-            raise ModelFileError(f"{kind} file {explicit} does not exist (given by {FLAGS[kind]})")
-        return Path(explicit)
+            raise ModelFileError(f"{part} file {explicit} does not exist (given by {FLAGS[part]})")
+        return Path(explicit), f"{explicit} (given)"
+    candidates = src.candidates[part]
     if models_dir is not None:
-        local = _in_folder(Path(models_dir), src)
+        local = in_folder(Path(models_dir), part, candidates)
         if local is not None:
-            return local
-    cached = _from_hub(src, local_only=True)
-    if cached is not None:
-        return cached
+            return local, f"{local} (local folder)"
+    for c in candidates:
+        cached = hub.cached(c)
+        if cached is not None and _complete(cached, c, hub, fetch=False):
+            return cached, f"{c} (Hugging Face cache)"
+    reason = "downloads are off (--no-download)"
     if download:
-        fetched = _from_hub(src, local_only=False)
-        if fetched is not None:
-            return fetched
+        try:
+            for c in candidates:
+                fetched = hub.download(c)
+                if fetched is not None and _complete(fetched, c, hub, fetch=True):
+                    return fetched, f"{c} (downloaded)"
+            reason = "the Hub has none of them"
+        except HubUnreachable as e:
+            reason = str(e)
     where = f"not in {models_dir}, " if models_dir else ""
-    return _raise(f"{kind}: {where}not in the Hugging Face cache, and the download of {src.repo} "
-                  f"({src.filename or '*' + src.suffix}) failed or was off")
+    names = ", ".join(str(c) for c in candidates)
+    raise ModelFileError(f"{part}: {where}none of {names} is in the Hugging Face cache, and {reason}")
 
 
-def _raise(message: str) -> Path:
-    raise ModelFileError(message)
-
-
-def _in_folder(folder: Path, src: Source) -> Path | None:
-    named = folder / src.local_name
-    if named.is_file():
-        return named
-    if src.filename and (folder / src.filename).is_file():
-        return folder / src.filename
-    matches = sorted(folder.glob("*" + src.suffix)) if folder.is_dir() else []
-    return matches[0] if len(matches) == 1 else None
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """A quick look before downloading: offline, huggingface_hub would retry for most of a minute."""
-    import os
-    import socket
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
-        return False
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def _from_hub(src: Source, local_only: bool) -> Path | None:
-    import huggingface_hub as hub
-
-    if not local_only and not hub_reachable():
-        log.info("the Hugging Face Hub cannot be reached: not downloading %s", src.repo)
-        return None
-    try:
-        filename = src.filename
-        if filename is None:
-            if local_only:
-                return _cached_by_suffix(src)
-            candidates = [f for f in hub.list_repo_files(src.repo) if f.endswith(src.suffix)]
-            if len(candidates) != 1:
-                log.warning("%s holds %d %s files; expected one", src.repo, len(candidates), src.suffix)
-                return None
-            filename = candidates[0]
-        if not local_only:
-            log.info("downloading %s from %s (once; then it is in the Hugging Face cache)", filename, src.repo)
-        return Path(hub.hf_hub_download(src.repo, filename, local_files_only=local_only))
-    except Exception as e:  # offline, missing repo, no permission: all mean "not from here"
-        log.debug("%s/%s not available (%s)", src.repo, src.filename, e)
-        return None
-
-
-def _cached_by_suffix(src: Source) -> Path | None:
-    from huggingface_hub import scan_cache_dir
-
-    try:
-        for repo in scan_cache_dir().repos:
-            if repo.repo_id == src.repo:
-                files = [f.file_path for rev in repo.revisions for f in rev.files if f.file_name.endswith(src.suffix)]
-                return Path(files[0]) if files else None
-    except Exception:  # no cache folder yet
-        return None
+def in_folder(folder: Path, part: str, candidates: tuple[Candidate, ...]) -> Path | None:
+    """`vision.onnx` / `llm.gguf`, else the first candidate found by its path or file name; never a guess."""
+    for name in (LOCAL_NAMES[part], *(c.path for c in candidates), *(Path(c.path).name for c in candidates)):
+        if (folder / name).is_file():
+            return folder / name
     return None
+
+
+def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> bool:
+    """An ONNX graph with its weights in separate files needs those files beside it (same repo folder)."""
+    if path.suffix != ".onnx":
+        return True
+    for name in external_data(path):
+        beside = Candidate(c.repo, str(Path(c.path).parent / name))
+        if (path.parent / name).is_file():
+            continue
+        got = hub.download(beside) if fetch else hub.cached(beside)
+        if got is None:
+            log.warning("%s needs %s, which is not %s", c, beside, "on the Hub" if fetch else "in the cache")
+            return False
+    return True
+
+
+def external_data(path: Path) -> list[str]:
+    """The files an ONNX graph keeps its tensors in (empty when they are inside it)."""
+    try:
+        import onnx
+    except ImportError:  # without onnx: assume a self-contained graph; loading says so if it is not
+        return []
+    model = onnx.load(str(path), load_external_data=False)
+    names = {e.value for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+             for e in t.external_data if e.key == "location"}
+    return sorted(names)
 
 
 def validate(paths: ModelPaths) -> None:

@@ -1,0 +1,98 @@
+"""The Hugging Face Hub, through `huggingface_hub` only: its cache, its downloads (progress bars, resume),
+and its idea of being offline (`HF_HUB_OFFLINE`, `HF_ENDPOINT`, proxies from the environment).
+
+`Hub` answers per exact file: where it is in the cache, or where it is after a download. A file the Hub
+does not have (404) lets the caller try the next candidate; a Hub that cannot be reached at all is
+remembered, so a machine without internet gets its answer after one quick failed request, not one
+per candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .sources import Candidate
+
+log = logging.getLogger(__name__)
+
+ETAG_TIMEOUT_S = 5.0  # how long the first request may wait for an answer before we call the Hub unreachable
+
+
+class HubUnreachable(ConnectionError):
+    """The Hub (or the `HF_ENDPOINT` mirror) did not answer, or offline mode is on."""
+
+
+@dataclass
+class Hub:
+    """`endpoint`/`cache_dir` None: huggingface_hub's own defaults (HF_ENDPOINT, HF_HOME / HF_HUB_CACHE)."""
+
+    endpoint: str | None = None
+    cache_dir: Path | None = None
+    offline: bool | None = None  # None: huggingface_hub decides (HF_HUB_OFFLINE)
+    unreachable: str | None = field(default=None, init=False)  # why the Hub could not be reached, once seen
+
+    @property
+    def is_offline(self) -> bool:
+        if self.offline is not None:
+            return self.offline
+        from huggingface_hub import constants
+
+        return constants.is_offline_mode()
+
+    def cached(self, c: Candidate) -> Path | None:
+        """The file from the cache, without any request."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(c.repo, c.path, cache_dir=self.cache_dir)
+        return Path(found) if isinstance(found, str) else None
+
+    def download(self, c: Candidate) -> Path | None:
+        """The file after a download (resumed when a partial one is there); None when the Hub says it has no
+        such repo or file (or needs a login); `HubUnreachable` when there is no Hub to ask."""
+        import huggingface_hub as hf
+        from huggingface_hub import errors
+
+        if self.is_offline:
+            raise HubUnreachable("offline mode is on (HF_HUB_OFFLINE=1)")
+        if self.unreachable:
+            raise HubUnreachable(self.unreachable)
+        try:
+            log.info("downloading %s (once; it then stays in the Hugging Face cache)", c)
+            return Path(hf.hf_hub_download(c.repo, c.path, cache_dir=self.cache_dir, endpoint=self.endpoint,
+                                           etag_timeout=ETAG_TIMEOUT_S))
+        except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.RemoteEntryNotFoundError) as e:
+            log.info("%s is not on the Hub (%s)", c, type(e).__name__)
+            return None
+        except errors.LocalEntryNotFoundError as e:  # raised when the Hub could not be reached
+            self.unreachable = f"the Hugging Face Hub could not be reached ({_root_cause(e)})"
+            raise HubUnreachable(self.unreachable) from e
+        except errors.HfHubHTTPError as e:  # 5xx, 429 after retries, a proxy's error page
+            log.warning("downloading %s failed: %s", c, e)
+            return None
+
+    def download_snapshot(self, repo: str, patterns: list[str]) -> Path:
+        """The files of `repo` matching `patterns`, as a snapshot folder (cache first, then the Hub)."""
+        import huggingface_hub as hf
+        from huggingface_hub import errors
+
+        try:
+            return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
+                                             endpoint=self.endpoint, local_files_only=True))
+        except errors.LocalEntryNotFoundError:
+            pass
+        if self.is_offline:
+            raise HubUnreachable(f"offline mode is on (HF_HUB_OFFLINE=1) and {repo} is not in the cache")
+        try:
+            return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
+                                             endpoint=self.endpoint, etag_timeout=ETAG_TIMEOUT_S))
+        except errors.LocalEntryNotFoundError as e:
+            self.unreachable = f"the Hugging Face Hub could not be reached ({_root_cause(e)})"
+            raise HubUnreachable(self.unreachable) from e
+
+
+def _root_cause(e: BaseException) -> str:
+    while e.__cause__ is not None or e.__context__ is not None:
+        e = e.__cause__ or e.__context__
+    return f"{type(e).__name__}: {e}"[:200]

@@ -116,7 +116,8 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
 
     app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
     return demo.launch(server_name=host, server_port=port, prevent_thread_lock=not block,
-                       max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style())
+                       max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
+                       mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
 
 
 def api_routes(engine, args: argparse.Namespace) -> list:

@@ -36,8 +36,10 @@ def served(tiny_engine):
     mcp = app.mcp_server(tiny_engine, args)
     assert mcp is not None
     demo = app.create_app(tiny_engine)
-    _, url, _ = app.launch(demo, "127.0.0.1", free_port(), block=False,
-                           routes=app.api_routes(tiny_engine, args) + mcp.routes, lifespan=mcp.lifespan)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GRADIO_MCP_SERVER", "True")  # asks for Gradio's own MCP server, which must stay off
+        _, url, _ = app.launch(demo, "127.0.0.1", free_port(), block=False,
+                               routes=app.api_routes(tiny_engine, args) + mcp.routes, lifespan=mcp.lifespan)
     yield url.rstrip("/")
     demo.close()
 
@@ -122,3 +124,16 @@ def test_the_key_is_required_and_the_ui_is_still_served(served):
     refused = httpx.post(served + "/mcp", json=hello, headers=headers)
     assert refused.status_code == 401 and "missing API key" in refused.text
     assert httpx.get(served + "/").status_code == 200
+    assert httpx.get(served + "/gradio_api/mcp/").status_code == 404  # no UI callback is a tool
+
+
+def test_mcp_is_on_by_default_off_by_flag_or_environment_and_needs_a_key_off_loopback(tiny_engine, monkeypatch):
+    monkeypatch.delenv("FASTVLM_MCP", raising=False)
+    monkeypatch.delenv("FASTVLM_API_KEY", raising=False)
+    parse = app.build_parser().parse_args
+    assert parse([]).mcp and not parse(["--no-mcp"]).mcp
+    assert app.mcp_server(tiny_engine, parse(["--host", "127.0.0.1"])) is not None
+    assert app.mcp_server(tiny_engine, parse(["--host", "0.0.0.0"])) is None
+    assert app.mcp_server(tiny_engine, parse(["--host", "0.0.0.0", "--api-key", "k"])) is not None
+    monkeypatch.setenv("FASTVLM_MCP", "0")
+    assert not app.build_parser().parse_args([]).mcp and app.build_parser().parse_args(["--mcp"]).mcp

@@ -10,6 +10,7 @@ from .kv import Image, Part, Tokens
 from .prompt import Segment, Turn
 
 Tokenize = Callable[..., list[int]]  # (text, *, special) -> ids
+MAX_TURNS = 500  # earlier turns are never looked at (a context of 32k positions holds fewer); the API refuses more
 
 
 @dataclass(frozen=True)
@@ -49,19 +50,23 @@ def _count(token_lists: list[list[int] | None], n_image: int) -> int:
 
 
 def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int) -> Plan:
-    """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question."""
+    """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question.
+
+    Linear in what is kept: turns are costed newest first, each tokenized once, and the walk stops at the
+    first turn that does not fit (older turns, and any beyond `MAX_TURNS`, are never tokenized).
+    """
     n_image = len(image.embeddings)
     notices: list[str] = []
-    dropped = 0
+    kept = _newest_that_fit(question, history[-MAX_TURNS:], n_image, tokenize, budget)
     while True:
-        kept = history[dropped:]
         lists = tokenize_segments(prompt.build(question, kept), tokenize)
         total = _count(lists, n_image)
         if total <= budget or not kept:
             break
-        dropped += 1
-    if dropped:
-        notices.append(f"The conversation was too long for the context: the {dropped} oldest turn(s) were left out.")
+        kept = kept[1:]  # only when the costing was not additive (a tokenizer merging across segments)
+    if len(kept) < len(history):
+        notices.append(f"The conversation was too long for the context: the {len(history) - len(kept)} "
+                       "oldest turn(s) were left out.")
     if total > budget:
         q = _question_index(lists)
         keep = len(lists[q]) - (total - budget)
@@ -71,6 +76,24 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
         lists[q] = lists[q][:keep]
         total = budget
     return Plan(to_parts(lists, image), total, tuple(notices))
+
+
+def _newest_that_fit(question: str, history: tuple[Turn, ...], n_image: int, tokenize: Tokenize,
+                     budget: int) -> tuple[Turn, ...]:
+    """The longest run of newest turns whose positions, added to the question's prompt, fit `budget`.
+
+    Adding a turn adds its question, its answer and one turn's template markers (the new oldest turn takes
+    the image turn's opener, and the question the opener of a later turn: they cancel out)."""
+    total = _count(tokenize_segments(prompt.build(question), tokenize), n_image)
+    markers = sum(len(tokenize(t, special=True)) for t in prompt.turn_markers())
+    n = 0
+    for turn in reversed(history):
+        total += markers + len(tokenize(prompt.question_or_default(turn.question), special=False))
+        total += len(tokenize(turn.answer, special=False))
+        if total > budget:
+            break
+        n += 1
+    return history[len(history) - n:]
 
 
 def _question_index(lists: list[list[int] | None]) -> int:

@@ -45,16 +45,23 @@ def question_or_default(question: str) -> str:
     return clean_user_text(question) or DEFAULT_QUESTION
 
 
+_USER, _ASSISTANT, _CLOSE = f"{IM_START}user\n", f"{IM_END}\n{IM_START}assistant\n", f"{IM_END}\n"
+
+
+def turn_markers() -> tuple[str, str, str]:
+    """The template text a finished turn after the first adds: its opener, the assistant header, the close."""
+    return _USER, _ASSISTANT, _CLOSE
+
+
 def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM) -> tuple[Segment, ...]:
     """The whole prompt: the image turn is the first turn; later turns are text only."""
     turns = [*((t.question, t.answer) for t in history), (question, None)]
-    segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n{IM_START}user\n"), Segment("image")]
+    segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n{_USER}"), Segment("image")]
     for i, (q, a) in enumerate(turns):
-        opener = "\n" if i == 0 else f"{IM_START}user\n"
-        segs += [Segment("template", opener), Segment("user", question_or_default(q))]
-        segs.append(Segment("template", f"{IM_END}\n{IM_START}assistant\n"))
+        opener = "\n" if i == 0 else _USER
+        segs += [Segment("template", opener), Segment("user", question_or_default(q)), Segment("template", _ASSISTANT)]
         if a is not None:
-            segs += [Segment("user", a), Segment("template", f"{IM_END}\n")]
+            segs += [Segment("user", a), Segment("template", _CLOSE)]
     return tuple(_merge(segs))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import GenerationOptions, check_resolution
+from ..plan import MAX_TURNS
 from ..prompt import Turn
 from .errors import ApiError
 from .schema import ChatCompletionRequest, ContentPart, ImageURL
@@ -88,6 +89,9 @@ def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...
                    "conversation: send one", images[1][1], "too_many_images")
     if not runs or runs[0][0] != "user" or runs[-1][0] != "user":
         raise _bad("the messages must start and end with a user message (system messages aside)", "messages")
+    if len(runs) // 2 > MAX_TURNS:
+        raise _bad(f"the conversation has {len(runs) // 2} earlier turns, more than the {MAX_TURNS} this server "
+                   "accepts (the context holds far fewer): send only the recent turns", "messages", "too_many_turns")
     history = tuple(Turn(runs[k][1], runs[k + 1][1]) for k in range(0, len(runs) - 1, 2))
     return images[0][0], runs[-1][1], history
 

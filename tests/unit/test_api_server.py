@@ -204,3 +204,18 @@ def test_a_long_strip_image_is_a_400_that_says_what_to_do(fake):
     assert r.status_code == 400 and "crop it or split it" in error_of(r)["message"]
     r = httpx.post(fake.url + "/predict", files={"image": ("strip.png", buf.getvalue())})
     assert r.status_code == 400 and "crop it or split it" in r.text
+
+
+def test_too_many_turns_are_refused_and_the_cap_itself_is_answered(fake):
+    from fastvlm.plan import MAX_TURNS
+
+    def chat(turns):
+        earlier = [{"role": r, "content": t} for _ in range(turns) for r, t in (("user", "q?"), ("assistant", "a."))]
+        first = msgs(IMAGE, text="q?")[0]
+        return {"messages": [first, {"role": "assistant", "content": "a."}, *earlier[2:], msgs(text="now?")[0]]}
+
+    r = post(fake, chat(MAX_TURNS + 1))
+    assert r.status_code == 400 and error_of(r)["code"] == "too_many_turns", r.text
+    assert "send only the recent turns" in error_of(r)["message"]
+    r = post(fake, chat(MAX_TURNS))
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello!"

@@ -214,8 +214,10 @@ class Qwen2Sizes:
     rms_eps: float
 
 
-def add_qwen2_metadata(w, gguf, name: str, sizes: Qwen2Sizes, f16: bool, vocab: Vocab, chat_template: str) -> None:
-    """Everything but the tensors, for a GGUFWriter `w`: sizes, file type, and the ChatML BPE tokenizer."""
+def add_qwen2_metadata(w, gguf, name: str, sizes: Qwen2Sizes, f16: bool, vocab: Vocab, chat_template: str,
+                       file_type: int | None = None) -> None:
+    """Everything but the tensors, for a GGUFWriter `w`: sizes, file type (`file_type`, else F16/F32 by
+    `f16`), and the ChatML BPE tokenizer."""
     w.add_name(name)
     w.add_context_length(sizes.context)
     w.add_embedding_length(sizes.hidden)
@@ -225,7 +227,9 @@ def add_qwen2_metadata(w, gguf, name: str, sizes: Qwen2Sizes, f16: bool, vocab: 
     w.add_head_count_kv(sizes.kv_heads)
     w.add_rope_freq_base(sizes.rope_theta)
     w.add_layer_norm_rms_eps(sizes.rms_eps)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    if file_type is None:
+        file_type = gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32
+    w.add_file_type(file_type)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(list(vocab.tokens))

@@ -32,13 +32,42 @@ def tiny_models():
     out = model_cache() / "tiny-0"
     paths = SynthPaths(out / "vision.onnx", out / "llm.gguf")
     if not (paths.vision.is_file() and paths.llm.is_file()):
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        write_models(tmp, "tiny", 0)
-        try:
-            tmp.replace(out)  # atomic: a parallel session either wins or finds the folder there
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _publish(out, lambda tmp: write_models(tmp, "tiny", 0))
     return paths
+
+
+def _publish(out: Path, write) -> None:
+    """`write(tmp)` into a private folder, then rename it to `out`: atomic, so a parallel session either wins
+    or finds the folder there."""
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    write(tmp)
+    try:
+        tmp.replace(out)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _apple_fingerprint() -> str:
+    """The code that writes the Apple-layout checkpoint: a change rebuilds the cached one."""
+    h = hashlib.sha256(_synth_fingerprint().encode())
+    for name in ("random_model.py", "checkpoint.py", "safetensors_np.py", "vocab.py"):
+        h.update((ROOT / "fastvlm" / "convert" / name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def apple_checkpoint() -> Path:
+    """A random-weight tiny FastVLM in Apple's exact llava_qwen2 layout (bf16 model.safetensors, Apple's config
+    fields, slow-tokenizer files only; `random_model.write_apple_checkpoint("tiny", seed 0)`), written once per
+    machine and reused. Needs torch + timm + transformers to build (skips without them)."""
+    out = model_cache() / f"apple-tiny-0-{_apple_fingerprint()}"
+    if not (out / "model.safetensors").is_file():
+        pytest.importorskip("torch")
+        pytest.importorskip("timm")
+        from fastvlm.convert.random_model import write_apple_checkpoint
+
+        _publish(out, lambda tmp: write_apple_checkpoint(tmp, "tiny", 0))
+    return out
 
 
 @pytest.fixture(scope="session")

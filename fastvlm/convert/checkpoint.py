@@ -9,18 +9,23 @@ Two layouts are accepted:
   transformers' own FastVLM conversion script. Every renamed key must land on a key of the transformers
   model and every such key must be found (strict), so a layout this does not know fails loudly.
 
-Tensors are read lazily from the safetensors files, one at a time, so a 7B text model is never in memory whole.
+Tensors are read lazily (memory-mapped, numpy only: `safetensors_np`), one at a time, so a 7B text model is never in
+memory whole. Only `config` and the `load_*` functions (the parity reference) need transformers and torch.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ._deps import require
+from .safetensors_np import TensorInfo, load_f32, read_header
 
 VISION, PROJECTOR = "model.vision_tower.", "model.multi_modal_projector."
 TEXT, HEAD = "model.language_model.", "lm_head."
@@ -70,35 +75,98 @@ def apple_name(key: str) -> str | None:
     return key
 
 
+def _apple_network() -> dict[tuple[int, str], int]:
+    """(timm stage, part) -> MCi `network` index, inverted from `_APPLE_STAGE`: a stage's indices are its
+    downsampling (if any), its RepCPE (if three), then its blocks (always last)."""
+    out = {}
+    for stage in sorted(set(_APPLE_STAGE.values())):
+        idx = sorted(i for i, s in _APPLE_STAGE.items() if s == stage)
+        out[(stage, "blocks")] = idx[-1]
+        if len(idx) > 1:
+            out[(stage, "downsample")] = idx[0]
+        if len(idx) > 2:
+            out[(stage, "pos_emb")] = idx[1]
+    return out
+
+
+def apple_key(name: str) -> str:
+    """The inverse of `apple_name`: Apple's `llava_qwen2` key for a transformers name (writes test checkpoints
+    in Apple's layout)."""
+    if not name.startswith(VISION):
+        for old, new in (("model.language_model.", "model."), ("model.multi_modal_projector.linear_1", "model.mm_projector.0"),
+                         ("model.multi_modal_projector.linear_2", "model.mm_projector.2")):
+            name = name.replace(old, new)
+        return name
+    net = _apple_network()
+    key = name.replace(VISION + "timm_model.", "model.vision_tower.vision_tower.model.")
+    key = re.sub(r"stages\.(\d)\.blocks\.(\d+)", lambda m: f"network.{net[(int(m[1]), 'blocks')]}.{m[2]}", key)
+    key = key.replace("downsample.proj.0.reparam_conv", "downsample.proj.0.lkb_reparam")
+    key = re.sub(r"stages\.(\d)\.downsample\.", lambda m: f"network.{net[(int(m[1]), 'downsample')]}.", key)
+    key = re.sub(r"stages\.(\d)\.pos_emb\.", lambda m: f"network.{net[(int(m[1]), 'pos_emb')]}.", key)
+    for old, new in (("model.stem.", "model.patch_embed."), ("final_conv", "conv_exp"), ("se.fc1", "se.reduce"),
+                     ("se.fc2", "se.expand"), (".mlp.", ".convffn."), ("layer_scale_1.gamma", "layer_scale_1"),
+                     ("layer_scale_2.gamma", "layer_scale_2"), ("layer_scale.gamma", "layer_scale")):
+        key = key.replace(old, new)
+    return key
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     path: Path
-    config: object  # transformers.FastVlmConfig
+    raw: dict  # config.json as read
     layout: str  # "transformers" | "llava_qwen2"
     files: tuple[Path, ...]  # safetensors
 
-    @property
-    def text_config(self):
-        return self.config.text_config
-
-    def keys(self) -> dict[str, tuple[Path, str, tuple[int, ...]]]:
-        """transformers name -> (file, name in the file, shape), for every tensor used."""
-        safetensors = require("safetensors")
+    @functools.cached_property
+    def index(self) -> dict[str, TensorInfo]:
+        """transformers name -> where the tensor lies, for every tensor used (headers only, no torch)."""
         rename = apple_name if self.layout == "llava_qwen2" else transformers_name
-        out: dict[str, tuple[Path, str, tuple[int, ...]]] = {}
+        out: dict[str, TensorInfo] = {}
         for f in self.files:
-            with safetensors.safe_open(str(f), framework="pt") as st:
-                for k in st.keys():
-                    name = rename(k)
-                    if name is not None:
-                        out[name] = (f, k, tuple(st.get_slice(k).get_shape()))
+            for key, info in read_header(f).items():
+                name = rename(key)
+                if name is not None:
+                    out[name] = info
         return out
 
     def tensors(self, prefix: str = "") -> Iterator[Tensor]:
         """The tensors under `prefix` (transformers names), in file order, not yet loaded."""
-        for name, (f, k, shape) in self.keys().items():
+        for name, info in self.index.items():
             if name.startswith(prefix):
-                yield Tensor(name, shape, f, k)
+                yield Tensor(name, info)
+
+    def array(self, name: str) -> np.ndarray:
+        """One tensor (transformers name) as float32."""
+        if name not in self.index:
+            raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name}")
+        return load_f32(self.index[name])
+
+    @functools.cached_property
+    def config(self):
+        """transformers' FastVlmConfig (needs transformers: only for the parity reference)."""
+        transformers = require("transformers")
+        require("timm")
+        if self.layout == "transformers":
+            return transformers.FastVlmConfig.from_pretrained(str(self.path))
+        from .arch import vision_arch  # arch reads Checkpoint: imported here, not at the top
+
+        stages = vision_arch(self).stages
+        shrink = {"layers": [s.blocks for s in stages], "embed_dims": [s.width for s in stages]}
+        return _apple_config(self.raw, self.unused_token_row(), shrink)
+
+    def unused_token_row(self) -> int:
+        """The first embedding row no token uses: the reference's image token for Apple's layout, whose
+        `<image>` is a sentinel in its code, not a token (151646 in Qwen2's vocabulary)."""
+        from fastvlm.synth_tokenizer import UNUSED
+
+        from .vocab import read_vocab
+
+        types = read_vocab(self.path, self.index[TEXT + "embed_tokens.weight"].shape[0]).types
+        return next(i for i, k in enumerate(types) if k == UNUSED)
+
+    @property
+    def text_config(self):
+        return self.config.text_config
 
 
 @dataclass(frozen=True)
@@ -106,14 +174,20 @@ class Tensor:
     """One checkpoint tensor, loaded on demand."""
 
     name: str  # transformers name
-    shape: tuple[int, ...]
-    file: Path
-    key: str  # name in the file
+    info: TensorInfo
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.info.shape
+
+    def array(self) -> np.ndarray:
+        """float32 numpy (bf16 widened exactly)."""
+        return load_f32(self.info)
 
     def load(self):
-        safetensors = require("safetensors")
-        with safetensors.safe_open(str(self.file), framework="pt") as st:
-            return st.get_tensor(self.key)
+        """A float32 torch tensor (reference models only)."""
+        torch = require("torch")
+        return torch.from_numpy(np.array(self.array()))
 
 
 def open_checkpoint(path: Path) -> Checkpoint:
@@ -125,11 +199,11 @@ def open_checkpoint(path: Path) -> Checkpoint:
     files = _safetensors(path)
     kind = raw.get("model_type")
     if kind == "fast_vlm":
-        transformers = require("transformers")
-        require("timm")
-        return Checkpoint(path, transformers.FastVlmConfig.from_pretrained(str(path)), "transformers", files)
+        return Checkpoint(path, raw, "transformers", files)
     if kind == "llava_qwen2":
-        return Checkpoint(path, _apple_config(raw), "llava_qwen2", files)
+        if raw.get("mm_projector_type", "mlp2x_gelu") != "mlp2x_gelu":
+            raise CheckpointError(f"{cfg_path}: projector {raw['mm_projector_type']!r} is not FastVLM's mlp2x_gelu")
+        return Checkpoint(path, raw, "llava_qwen2", files)
     raise CheckpointError(f"{cfg_path}: model_type {kind!r} is neither 'fast_vlm' (transformers) nor "
                           "'llava_qwen2' (Apple's FastVLM)")
 
@@ -145,40 +219,18 @@ def _safetensors(path: Path) -> tuple[Path, ...]:
     return files
 
 
-def _apple_config(raw: dict):
+def _apple_config(raw: dict, image_token_id: int, vision_args: dict):
     """A FastVlmConfig for Apple's llava_qwen2 config.json: its top level is the Qwen2 config."""
     transformers = require("transformers")
-    require("timm")
-    if raw.get("mm_projector_type", "mlp2x_gelu") != "mlp2x_gelu":
-        raise CheckpointError(f"projector {raw['mm_projector_type']!r} is not FastVLM's mlp2x_gelu")
     text_keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
                  "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
     text = {"model_type": "qwen2", **{k: raw[k] for k in text_keys if k in raw}}
     if "rope_theta" in text:
         text["rope_parameters"] = {"rope_type": "default", "rope_theta": text.pop("rope_theta")}
     vision = {"model_type": "timm_wrapper", "architecture": "fastvit_mci3", "do_pooling": False,
-              "hidden_size": raw.get("mm_hidden_size", 3072), "model_args": {"inference_mode": True}}
-    return transformers.FastVlmConfig(vision_config=vision, text_config=text,
+              "hidden_size": raw.get("mm_hidden_size", 3072), "model_args": {"inference_mode": True, **vision_args}}
+    return transformers.FastVlmConfig(vision_config=vision, text_config=text, image_token_index=image_token_id,
                                       tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)))
-
-
-def load_vision_modules(ckpt: Checkpoint):
-    """(timm vision tower, projector) with the checkpoint's weights, float32, eval mode."""
-    torch = require("torch")
-    transformers = require("transformers")
-    from transformers.models.fast_vlm.modeling_fast_vlm import FastVlmMultiModalProjector
-
-    tower = transformers.AutoModel.from_config(ckpt.config.vision_config).timm_model
-    projector = FastVlmMultiModalProjector(ckpt.config)
-    for module, prefix in ((tower, VISION + "timm_model."), (projector, PROJECTOR)):
-        state = {t.name[len(prefix):]: t.load().float() for t in ckpt.tensors(prefix)}
-        missing, unexpected = module.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.endswith("num_batches_tracked")]
-        if missing or unexpected:
-            raise CheckpointError(f"{ckpt.path}: vision weights do not fit {ckpt.config.vision_config.architecture} "
-                                  f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
-    with torch.no_grad():
-        return tower.float().eval(), projector.float().eval()
 
 
 def load_reference_model(ckpt: Checkpoint):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import tempfile
 import time
 from pathlib import Path
 
-from .random_model import SHAPES
+from ._deps import HINT
+from .random_model import SHAPES  # torch only when a model is built
 from .text_gguf import QUANTS
 
 log = logging.getLogger(__name__)
@@ -16,21 +18,24 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="?", type=Path,
-                        help="FastVLM checkpoint folder (transformers FastVlmForConditionalGeneration, "
-                        "or Apple's llava_qwen2)")
+                        help="FastVLM checkpoint folder (Apple's llava_qwen2, e.g. apple/FastVLM-0.5B, or transformers' "
+                        "FastVlmForConditionalGeneration)")
     parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
-    parser.add_argument("--quant", nargs="+", choices=QUANTS, default=["Q4_K_M"],
-                        help="GGUF type(s); the first is written as llm.gguf, others as llm-<QUANT>.gguf")
-    parser.add_argument("--resolution", type=int, default=1024, help="image size the export is traced and checked at")
+    parser.add_argument("--quant", nargs="+", type=str.lower, choices=QUANTS, default=["auto"],
+                        help="GGUF type(s); the first is written as llm.gguf, others as llm-<quant>.gguf. auto: bf16 "
+                        "where the CPU computes bf16 natively, else q8_0")
+    parser.add_argument("--resolution", type=int, default=1024, help="image size of the parity check and --int8")
     parser.add_argument("--int8", action="store_true",
                         help="also write calibrated int8 vision encoders (ONNX Runtime QDQ; "
                         "OpenVINO via NNCF if installed)")
     parser.add_argument("--no-check", action="store_true",
-                        help="skip the parity check (it loads the whole model in float32 with transformers)")
+                        help="skip the parity check (it needs torch + transformers and loads the whole model in float32)")
     parser.add_argument("--random-init", action="store_true", help="convert a random-weight model of --shape instead")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="0.5b", help="with --random-init: the architecture")
+    parser.add_argument("--apple-layout", action="store_true",
+                        help="with --random-init: write the random checkpoint in Apple's llava_qwen2 layout (bf16)")
     parser.add_argument("--seed", type=int, default=0, help="with --random-init: the weights' seed")
-    parser.add_argument("--threads", type=int, default=2, help="threads for the parity check and calibration")
+    parser.add_argument("--threads", type=int, default=2, help="threads for quantizing, the parity check and calibration")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,33 +44,40 @@ def run(args: argparse.Namespace) -> int:
     if args.random_init:
         near = args.out.parent if args.out.parent.exists() else None  # the same disk as the output
         with tempfile.TemporaryDirectory(prefix="fastvlm-random-", dir=near) as tmp:
-            from .random_model import write_checkpoint
+            from .random_model import write_apple_checkpoint, write_checkpoint
 
             t0 = time.perf_counter()
-            ckpt = write_checkpoint(Path(tmp) / f"fastvlm-synth-random-{args.shape}", args.shape, args.seed)  # "synth": the UI warns
+            write = write_apple_checkpoint if args.apple_layout else write_checkpoint
+            ckpt = write(Path(tmp) / f"fastvlm-synth-random-{args.shape}", args.shape, args.seed)  # "synth": the UI warns
             log.info("random %s checkpoint (seed %d) in %.1fs", args.shape, args.seed, time.perf_counter() - t0)
             return _convert(ckpt, args)
     return _convert(args.checkpoint, args)
 
 
 def _convert(checkpoint: Path, args: argparse.Namespace) -> int:
-    from .convert import convert
+    from .build import convert_quants
 
-    done = convert(checkpoint, args.out, tuple(args.quant), args.resolution)
-    print(done.describe())
-    print(f"converted in {done.seconds:.1f}s")
+    t0 = time.perf_counter()
+    vision, llms = convert_quants(checkpoint, args.out, tuple(args.quant), args.threads,
+                                  progress=lambda stage: log.info("%s", stage))
+    print(f"vision: {vision} ({vision.stat().st_size / 2**20:.1f} MiB)")
+    for q, path in llms.items():
+        print(f"llm {q}: {path} ({path.stat().st_size / 2**20:.1f} MiB)")
+    print(f"converted in {time.perf_counter() - t0:.1f}s")
     if args.int8:
         from .int8 import write_int8
 
-        for line in write_int8(done.vision.path, args.out, args.resolution, args.threads):
+        for line in write_int8(vision, args.out, args.resolution, args.threads):
             print(line)
     if args.no_check:
         return 0
+    if not all(importlib.util.find_spec(m) for m in ("torch", "timm", "transformers")):
+        print(f"parity check skipped: it needs torch, timm and transformers as the reference ({HINT})")
+        return 0
     from .parity import check_converted
 
-    quant = args.quant[0]
-    report = check_converted(checkpoint, done.vision.path, done.llm[quant], quant, args.resolution,
-                             threads=args.threads)
+    quant = next(iter(llms))
+    report = check_converted(checkpoint, vision, llms[quant], quant, args.resolution, threads=args.threads)
     print(report.summary())
     return 0 if report.passed else 1
 

@@ -36,9 +36,9 @@ log = logging.getLogger(__name__)
 QUESTION = "Describe the image."
 STRICT_LOGITS, DEFAULT_LOGITS = 1e-3, 0.1
 MODES = {  # GGUF type, f32 KV cache, flash attention, vision runtime
-    "strict": ("F32", True, False, "onnxruntime"),
-    "default": ("F16", False, None, "onnxruntime"),
-    "fast": ("F16", False, None, "auto"),  # auto: OpenVINO (bf16 where the CPU has it) when installed
+    "strict": ("f32", True, False, "onnxruntime"),
+    "default": ("f16", False, None, "onnxruntime"),
+    "fast": ("f16", False, None, "auto"),  # auto: OpenVINO (bf16 where the CPU has it) when installed
 }
 COSINE_GATE = 0.999  # reduced-precision vision (fast mode): embeddings' cosine with torch
 RESOLUTION = {"tiny": 256, "full-vision": 512, "0.5b": 1024}
@@ -151,7 +151,7 @@ def run_parity(shape: str = "tiny", seeds: tuple[int, ...] = (0,), modes: tuple[
                work_dir: Path | None = None) -> ParityReport:
     """Build, convert and compare random FastVLMs of `shape`, one per seed."""
     from . import random_model
-    from .convert import convert
+    from .build import convert_quants
 
     t0 = time.perf_counter()
     size = resolution or RESOLUTION[shape]
@@ -163,11 +163,10 @@ def run_parity(shape: str = "tiny", seeds: tuple[int, ...] = (0,), modes: tuple[
             model, vocab = random_model.build(shape, seed)
             ckpt = random_model.save(model, vocab, root / f"{shape}-{seed}" / "checkpoint")
             quants = tuple(dict.fromkeys(MODES[m][0] for m in modes))
-            converted = convert(ckpt, root / f"{shape}-{seed}" / "out", quants, size)
+            vision, llms = convert_quants(ckpt, root / f"{shape}-{seed}" / "out", quants, threads)
             image_id = model.config.image_token_id
             for mode in modes:
-                got, parts = _cases(model, converted.llm, converted.vision.path, mode, size, seed, new_tokens,
-                                    image_id, threads)
+                got, parts = _cases(model, llms, vision, mode, size, seed, new_tokens, image_id, threads)
                 cases += got
                 matter &= len({c.reference_tokens for c in got}) == len(got)
             tok_ok &= tokenizer_agrees(ckpt, parts)
@@ -190,7 +189,7 @@ def check_converted(checkpoint: Path, vision: Path, llm: Path, quant: str, resol
     cases, parts = _cases(model, {quant: Path(llm)}, Path(vision), "default", resolution, 0, new_tokens, image_id,
                           threads, quant=quant)
     tok_ok = tokenizer_agrees(ckpt.path, parts)
-    gates = {"strict": STRICT_LOGITS} | ({"default": DEFAULT_LOGITS} if quant in ("F32", "F16") else {})
+    gates = {"strict": STRICT_LOGITS} | ({"default": DEFAULT_LOGITS} if quant in ("f32", "f16") else {})
     # a trained model may well say the same 16 tokens about two abstract pictures: not judged here
     return ParityReport(f"{ckpt.path.name} ({quant})", resolution, new_tokens, tuple(cases), None, tok_ok, gates,
                         time.perf_counter() - t0)

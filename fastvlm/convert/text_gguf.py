@@ -1,30 +1,48 @@
-"""The Qwen2 text model -> GGUF with the `gguf` package, then llama.cpp's own quantization.
+"""The Qwen2 text model -> GGUF with numpy and the `gguf` package, then llama.cpp's own quantization.
 
-Tensor names come from gguf's name map for `qwen2`; the tokenizer goes in as llama.cpp's `gpt2` model
-with the `qwen2` pre-tokenizer, special tokens CONTROL, the chat template, eos `<|im_end|>`. Matrices
-are written F32 or F16 (norms and biases always F32); any other type is made by `llama_model_quantize`
-from the F16 file. Tensors stream from the checkpoint one at a time.
+Tensor names come from gguf's name map for `qwen2`; the tokenizer goes in as llama.cpp's `gpt2` model with
+the `qwen2` pre-tokenizer, special tokens CONTROL, the chat template, eos `<|im_end|>`. Matrices are written
+F32, F16 or BF16 (norms and biases always F32; a bf16 checkpoint written as BF16 is bit-exact); every other
+type is made by `llama_model_quantize` from a BF16 file (bf16 checkpoints) or an F32 one (others), so
+quantizing never rounds twice. Tensors stream from the memory-mapped safetensors one at a time.
+
+Quant names: auto | bf16 | q8_0 | iq4_nl | q4_k_m | f16 | f32 (case-insensitive). `auto` = BF16 where the
+CPU computes bf16 natively (AVX-512 BF16 / AMX: exact and fast), else Q8_0.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from fastvlm.cpu import native_bf16
 from fastvlm.synth import quantize_gguf
 from fastvlm.synth_tokenizer import Qwen2Sizes, Vocab, add_qwen2_metadata
 
 from ._deps import require
+from .arch import TextArch
 from .checkpoint import HEAD, TEXT, Checkpoint, CheckpointError, Tensor
+from .safetensors_np import f32_to_bf16, load
 
 log = logging.getLogger(__name__)
 
-QUANTS = ("F32", "F16", "Q8_0", "Q4_K_M")  # --quant choices; F32/F16 are written, the rest quantized
-_LLAMA_FTYPES = {"F32": "LLAMA_FTYPE_ALL_F32", "F16": "LLAMA_FTYPE_MOSTLY_F16", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0",
-                 "Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+QUANTS = ("auto", "bf16", "q8_0", "iq4_nl", "q4_k_m", "f16", "f32")
+WRITTEN = ("f32", "f16", "bf16")  # written directly; the rest quantized by llama.cpp
+_LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
+                 "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "f16": "LLAMA_FTYPE_MOSTLY_F16",
+                 "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f32": "LLAMA_FTYPE_ALL_F32"}
+
+
+def resolve_quant(quant: str, bf16_native: bool | None = None) -> str:
+    """A concrete quant name (lower case) for `quant`; `auto` asks the CPU (`fastvlm.cpu.native_bf16`)."""
+    q = quant.lower()
+    if q not in QUANTS:
+        raise ValueError(f"--quant must be one of {', '.join(QUANTS)}, got {quant!r}")
+    if q == "auto":
+        return "bf16" if (native_bf16() if bf16_native is None else bf16_native) else "q8_0"
+    return q
 
 
 def gguf_name(name: str, n_layers: int) -> str:
@@ -37,82 +55,78 @@ def gguf_name(name: str, n_layers: int) -> str:
     return out
 
 
-def _rope_theta(cfg) -> float:
-    params = getattr(cfg, "rope_parameters", None) or {}
-    return float(params.get("rope_theta") or getattr(cfg, "rope_theta", None) or 1e6)
-
-
-def text_tensors(ckpt: Checkpoint) -> list[tuple[str, Tensor]]:
+def text_tensors(ckpt: Checkpoint, arch: TextArch) -> list[tuple[str, Tensor]]:
     """(GGUF name, tensor) in file order; the head is left out when it is tied to the embeddings."""
-    cfg = ckpt.text_config
-    tied = bool(ckpt.config.tie_word_embeddings or cfg.tie_word_embeddings)
-    out = []
-    for t in ckpt.tensors():
-        if t.name.startswith(TEXT) or (t.name.startswith(HEAD) and not tied):
-            out.append((gguf_name(t.name, cfg.num_hidden_layers), t))
+    out = [(gguf_name(t.name, arch.layers), t) for t in ckpt.tensors()
+           if t.name.startswith(TEXT) or (t.name.startswith(HEAD) and not arch.tied)]
     names = [n for n, _ in out]
     if "token_embd.weight" not in names or len(set(names)) != len(names):
         raise CheckpointError(f"{ckpt.path}: the text model's tensors are incomplete or duplicated")
     return out
 
 
-def _as_written(t: Tensor, f16: bool) -> np.ndarray:
-    a = t.load().float().numpy()
-    return a.astype(np.float16) if f16 and a.ndim >= 2 else a.astype(np.float32)
+def _as_written(t: Tensor, dtype: str) -> np.ndarray:
+    """The tensor as the GGUF stores it: matrices in `dtype`, vectors F32; BF16 as raw uint16 bits."""
+    if len(t.shape) < 2 or dtype == "f32":
+        return t.array()
+    if dtype == "f16":
+        return t.array().astype(np.float16)
+    return np.asarray(load(t.info)) if t.info.dtype == "BF16" else f32_to_bf16(t.array())  # bf16 stays bit-exact
 
 
-def write_text_gguf(ckpt: Checkpoint, vocab: Vocab, chat_template: str, path: Path, f16: bool, name: str) -> None:
+def write_text_gguf(ckpt: Checkpoint, arch: TextArch, vocab: Vocab, chat_template: str, path: Path, dtype: str,
+                    name: str) -> Path:
+    """A `qwen2` GGUF with matrices in `dtype` (f32 | f16 | bf16)."""
     gguf = require("gguf")
-    cfg = ckpt.text_config
-    items = text_tensors(ckpt)
-    rows = next(t.shape[0] for n, t in items if n == "token_embd.weight")
-    if len(vocab.tokens) != rows:
-        raise CheckpointError(f"the tokenizer has {len(vocab.tokens)} tokens for {rows} embedding rows")
+    if dtype not in WRITTEN:
+        raise ValueError(f"write_text_gguf writes {', '.join(WRITTEN)}, not {dtype!r}")
+    items = text_tensors(ckpt, arch)
+    if len(vocab.tokens) != arch.vocab_rows:
+        raise CheckpointError(f"the tokenizer has {len(vocab.tokens)} tokens for {arch.vocab_rows} embedding rows")
     w = gguf.GGUFWriter(str(path), "qwen2")
-    sizes = Qwen2Sizes(cfg.max_position_embeddings, cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size,
-                       cfg.num_attention_heads, cfg.num_key_value_heads, _rope_theta(cfg), cfg.rms_norm_eps)
-    add_qwen2_metadata(w, gguf, name, sizes, f16, vocab, chat_template)
+    sizes = Qwen2Sizes(arch.max_positions, arch.hidden, arch.layers, arch.intermediate, arch.heads, arch.kv_heads,
+                       arch.rope_theta, arch.rms_eps)
+    file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+                 "bf16": gguf.LlamaFileType.MOSTLY_BF16}[dtype]
+    add_qwen2_metadata(w, gguf, name, sizes, dtype == "f16", vocab, chat_template, file_type=file_type)
+    raw = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
+           "bf16": gguf.GGMLQuantizationType.BF16}
     for gname, t in items:
-        dtype = np.dtype(np.float16 if f16 and len(t.shape) >= 2 else np.float32)
-        w.add_tensor_info(gname, t.shape, dtype, int(np.prod(t.shape)) * dtype.itemsize)
+        kind = dtype if len(t.shape) >= 2 else "f32"
+        np_dtype = np.dtype({"f32": np.float32, "f16": np.float16, "bf16": np.uint16}[kind])
+        w.add_tensor_info(gname, t.shape, np_dtype, int(np.prod(t.shape)) * np_dtype.itemsize, raw_dtype=raw[kind])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     for _, t in items:
-        w.write_tensor_data(_as_written(t, f16))
+        w.write_tensor_data(_as_written(t, dtype))
     w.close()
+    return Path(path)
 
 
 def quantize(src: Path, dst: Path, quant: str, threads: int | None = None) -> None:
-    """`llama_model_quantize` src -> dst as `quant` (one of QUANTS)."""
+    """`llama_model_quantize` src -> dst as `quant` (a name of QUANTS other than auto)."""
     quantize_gguf(src, dst, _LLAMA_FTYPES[quant], threads)
 
 
-@dataclass(frozen=True)
-class TextFiles:
-    paths: dict[str, Path]  # quant -> file
+def source_is_bf16(ckpt: Checkpoint, arch: TextArch) -> bool:
+    return all(t.info.dtype == "BF16" for _, t in text_tensors(ckpt, arch) if len(t.shape) >= 2)
 
 
-def write_text_files(ckpt: Checkpoint, vocab: Vocab, chat_template: str, out_dir: Path, quants: tuple[str, ...],
-                     name: str) -> TextFiles:
-    """One GGUF per quant: the first is `llm.gguf` (what the engine loads), the others `llm-<QUANT>.gguf`."""
-    out_dir = Path(out_dir)
-    paths = {q: out_dir / ("llm.gguf" if i == 0 else f"llm-{q}.gguf") for i, q in enumerate(quants)}
-    base = {}
-    for f16, q in ((False, "F32"), (True, "F16")):
-        if q in paths:
-            write_text_gguf(ckpt, vocab, chat_template, paths[q], f16, name)
-            base[q] = paths[q]
-    todo = [q for q in quants if q not in base]
-    if todo:
-        src = base.get("F16") or out_dir / "llm-F16.tmp.gguf"
-        if "F16" not in base:
-            write_text_gguf(ckpt, vocab, chat_template, src, True, name)
-        try:
-            for q in todo:
-                quantize(src, paths[q], q)
-                log.info("quantized %s -> %s (%s)", src.name, paths[q].name, q)
-        finally:
-            if "F16" not in base:
-                src.unlink(missing_ok=True)
-    return TextFiles(paths)
+def write_llm(ckpt: Checkpoint, arch: TextArch, vocab: Vocab, chat_template: str, path: Path, quant: str,
+              name: str, threads: int | None = None, progress=None) -> Path:
+    """`path` as `quant` (resolved, not auto): written directly, or written lossless and then quantized."""
+    path = Path(path)
+    if quant in WRITTEN:
+        return write_text_gguf(ckpt, arch, vocab, chat_template, path, quant, name)
+    base = "bf16" if source_is_bf16(ckpt, arch) else "f32"  # lossless for the source: one rounding only
+    tmp = path.with_name(path.name + f".{base}.tmp")
+    try:
+        write_text_gguf(ckpt, arch, vocab, chat_template, tmp, base, name)
+        if progress:
+            progress("quantizing")
+        quantize(tmp, path, quant, threads)
+        log.info("quantized %s -> %s (%s)", tmp.name, path.name, quant)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

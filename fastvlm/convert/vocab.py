@@ -44,8 +44,24 @@ def _tokenizer_data(checkpoint: Path) -> tuple[Path, dict]:
                                 "its tokenizer files")
     lines = [ln for ln in merges.read_text(encoding="utf-8").splitlines() if ln and not ln.startswith("#version")]
     added = json.loads(config.read_text(encoding="utf-8")).get("added_tokens_decoder", {}) if config.is_file() else {}
+    tokens = [{"id": int(i), **t} for i, t in added.items()] or _added_tokens_json(checkpoint)
     return vocab, {"model": {"type": "BPE", "vocab": json.loads(vocab.read_text(encoding="utf-8")), "merges": lines},
-                   "added_tokens": [{"id": int(i), **t} for i, t in added.items()]}
+                   "added_tokens": tokens}
+
+
+def _added_tokens_json(checkpoint: Path) -> list[dict]:
+    """added_tokens.json (content -> id) as tokenizer.json's added tokens; `<|...|>` tokens and those named in
+    special_tokens_map.json are special."""
+    path, special_map = checkpoint / "added_tokens.json", checkpoint / "special_tokens_map.json"
+    if not path.is_file():
+        return []
+    specials: set[str] = set()
+    if special_map.is_file():
+        for v in json.loads(special_map.read_text(encoding="utf-8")).values():
+            for item in v if isinstance(v, list) else [v]:
+                specials.add(item["content"] if isinstance(item, dict) else item)
+    return [{"id": int(i), "content": t, "special": t in specials or (t.startswith("<|") and t.endswith("|>"))}
+            for t, i in json.loads(path.read_text(encoding="utf-8")).items()]
 
 
 def read_vocab(checkpoint: Path, n_rows: int) -> Vocab:

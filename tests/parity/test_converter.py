@@ -57,16 +57,16 @@ def test_gguf_metadata(tiny_parity):
 
 def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
     from fastvlm import EngineConfig, GenerationOptions, Request
-    from fastvlm.convert.convert import convert
+    from fastvlm.convert.build import convert_quants
     from fastvlm.convert.parity import sample_images
     from fastvlm.engine import Engine
 
     _, work = tiny_parity
-    done = convert(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "Q4_K_M"), resolution=128)
-    assert set(done.llm) == {"Q8_0", "Q4_K_M"}
-    assert done.llm["Q8_0"].name == "llm.gguf" and done.llm["Q4_K_M"].name == "llm-Q4_K_M.gguf"
-    assert not list(tmp_path.glob("*.tmp.gguf"))
-    config = EngineConfig(vision_path=done.vision.path, llm_path=done.llm["Q4_K_M"], resolution=128, threads=2)
+    vision, llms = convert_quants(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "q4_k_m", "iq4_nl"))
+    assert set(llms) == {"q8_0", "q4_k_m", "iq4_nl"}
+    assert llms["q8_0"].name == "llm.gguf" and llms["q4_k_m"].name == "llm-q4_k_m.gguf"
+    assert not list(tmp_path.glob("*.tmp"))
+    config = EngineConfig(vision_path=vision, llm_path=llms["q4_k_m"], resolution=128, threads=2)
     engine = Engine.load(config, warm_up=False)
     try:
         result = engine.answer(Request(sample_images()["wide"], "Hi", options=GenerationOptions(max_new_tokens=4)))
@@ -76,40 +76,10 @@ def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
 
 
 def test_unknown_quant_is_refused(tmp_path):
-    from fastvlm.convert.convert import convert
+    from fastvlm.convert.build import convert_checkpoint
 
     with pytest.raises(ValueError, match="--quant"):
-        convert(tmp_path, tmp_path, ("Q2_K",))
-
-
-def test_apple_style_global_avg_pool_is_exported_with_dynamic_size(tmp_path):
-    """Apple's SEBlock squeezes with avg_pool2d(kernel_size=[h, w]), which freezes H/W in a trace."""
-    import onnxruntime as ort
-
-    from fastvlm.convert.vision_export import global_mean_se
-
-    class SEBlock(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.reduce, self.expand = torch.nn.Conv2d(4, 2, 1), torch.nn.Conv2d(2, 4, 1)
-
-        def forward(self, x):
-            h, w = x.shape[2:]
-            s = torch.nn.functional.avg_pool2d(x, kernel_size=[h, w])
-            return x * torch.sigmoid(self.expand(torch.relu(self.reduce(s))))
-
-    net = SEBlock().eval()
-    x = torch.rand(1, 4, 8, 8)
-    with torch.no_grad(), global_mean_se(net) as n:
-        assert n == 1
-        torch.onnx.export(net, (x,), str(tmp_path / "se.onnx"), dynamo=False, input_names=["x"],
-                          dynamic_axes={"x": {2: "h", 3: "w"}})
-    session = ort.InferenceSession(str(tmp_path / "se.onnx"), providers=["CPUExecutionProvider"])
-    y = torch.rand(1, 4, 12, 6)
-    with torch.no_grad():
-        want = net(y).numpy()  # the original forward is back
-    (got,) = session.run(None, {"x": y.numpy()})
-    assert np.abs(got - want).max() < 1e-5
+        convert_checkpoint(tmp_path, tmp_path, "q2_k")
 
 
 def test_convert_command_ends_with_a_passing_parity_check(tiny_parity, tmp_path, capsys):
@@ -118,11 +88,11 @@ def test_convert_command_ends_with_a_passing_parity_check(tiny_parity, tmp_path,
     _, work = tiny_parity
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    args = parser.parse_args([str(work / "tiny-1" / "checkpoint"), "--out", str(tmp_path), "--quant", "F16",
+    args = parser.parse_args([str(work / "tiny-1" / "checkpoint"), "--out", str(tmp_path), "--quant", "f16",
                               "--resolution", "256"])
     assert cli.run(args) == 0
     out = capsys.readouterr().out
-    assert "vision:" in out and "llm F16" in out and out.rstrip().endswith("PASS")
+    assert "vision:" in out and "llm f16" in out and out.rstrip().endswith("PASS")
 
 
 def test_random_model_is_determined_by_its_seed():

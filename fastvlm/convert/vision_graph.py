@@ -1,0 +1,201 @@
+"""FastViTHD + projector as an ONNX graph, built from the checkpoint's tensors with numpy and `onnx` (no torch).
+
+`pixel_values (1,3,H,W)` float32 in [0,1] -> `image_features (1,N,D)` float32, N = (H/64)*(W/64); H and W
+stay dynamic (every squeeze-excite takes a global mean, every reshape keeps the batch and infers the
+positions). The graph follows timm's `fastvit_mci3` in inference mode block by block (see `arch`):
+
+    stem        3 x (re-parameterised conv -> GELU); strides 2, 2, 1
+    stage       [patch embedding: large-kernel conv stride 2 -> GELU -> 1x1 conv -> GELU] [RepCPE dw conv]
+                blocks: RepMixer  x = dwconv(x); x += g * mlp(x)
+                        attention x += g1 * attn(layernorm(x)); x += g2 * mlp(x)
+                mlp = dw 7x7 conv (+ its BatchNorm, folded) -> 1x1 -> GELU -> 1x1
+    final       conv 3x3 -> squeeze-excite (global mean, ReLU, sigmoid) -> GELU
+    projector   flatten to (1,N,C) -> linear -> GELU -> linear
+Weights stay float32 (bf16 checkpoint values widen exactly).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ._deps import require
+from .arch import ATTENTION_HEAD_DIM, BATCH_NORM_EPS, LAYER_NORM_EPS, TOWER, StageArch, VisionArch, vision_arch
+from .checkpoint import PROJECTOR, Checkpoint
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+INPUT, OUTPUT = "pixel_values", "image_features"
+EXTERNAL_DATA_BYTES = 2**31 - 2**26  # protobuf's 2 GiB limit, with room for the graph itself
+STEM_STRIDES = (2, 2, 1)
+
+
+class GraphBuilder:
+    """Collects ONNX nodes and float32 initializers; every op returns the name of its output."""
+
+    def __init__(self, weights) -> None:
+        self.onnx = require("onnx")
+        self.weights = weights  # name -> float32 array
+        self.nodes, self.inits, self._n = [], [], 0
+
+    def const(self, array, dtype=np.float32, name: str = "") -> str:
+        self._n += 1
+        name = f"{name or 'c'}#{self._n}"
+        self.inits.append(self.onnx.numpy_helper.from_array(np.array(array, dtype=dtype, order="C"), name))
+        return name
+
+    def op(self, op: str, *inputs: str, **attrs) -> str:
+        self._n += 1
+        out = f"{op.lower()}#{self._n}"
+        self.nodes.append(self.onnx.helper.make_node(op, list(inputs), [out], **attrs))
+        return out
+
+    def conv(self, x: str, name: str, c_in: int, stride: int = 1, weight=None, bias=None) -> str:
+        """Conv2d with `name`.weight/.bias (or the given arrays); padding as timm's ((s-1) + (k-1)) // 2."""
+        w = self.weights(name + ".weight") if weight is None else weight  # (C_out, C_in/groups, k, k)
+        b = bias if bias is not None else self.weights(name + ".bias", optional=True)
+        k = w.shape[-1]
+        pad = ((stride - 1) + (k - 1)) // 2
+        inputs = [x, self.const(w, name=name + ".weight")] + ([self.const(b, name=name + ".bias")] if b is not None else [])
+        return self.op("Conv", *inputs, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4,
+                       group=c_in // w.shape[1])
+
+    def gelu(self, x: str) -> str:
+        """Exact GELU x/2 (1 + erf(x / sqrt 2)) in opset-17 ops (ONNX Runtime fuses it into one kernel)."""
+        e = self.op("Erf", self.op("Mul", x, self.const(1 / np.sqrt(2))))
+        return self.op("Mul", self.op("Mul", x, self.op("Add", e, self.const(1.0))), self.const(0.5))
+
+    def linear(self, x: str, name: str) -> str:
+        """x @ W^T + b for (..., C_in) -> (..., C_out)."""
+        w = self.weights(name + ".weight")  # (C_out, C_in)
+        y = self.op("MatMul", x, self.const(w.T, name=name + ".weight"))
+        b = self.weights(name + ".bias", optional=True)
+        return self.op("Add", y, self.const(b, name=name + ".bias")) if b is not None else y
+
+    def to_tokens(self, x: str, c: int) -> str:
+        """(1, C, H, W) -> (1, H*W, C)."""
+        flat = self.op("Reshape", x, self.const([0, c, -1], np.int64))
+        return self.op("Transpose", flat, perm=[0, 2, 1])
+
+
+class _Weights:
+    """Tower/projector tensors by their short names, float32."""
+
+    def __init__(self, ckpt: Checkpoint) -> None:
+        self.ckpt = ckpt
+
+    def __call__(self, name: str, optional: bool = False):
+        full = name if name.startswith(PROJECTOR) else TOWER + name
+        if optional and full not in self.ckpt.index:
+            return None
+        return self.ckpt.array(full)
+
+
+def _squeeze_excite(g: GraphBuilder, x: str, name: str, c: int) -> str:
+    s = g.op("ReduceMean", x, axes=[2, 3], keepdims=1)  # (1, C, 1, 1): a global mean, so H/W stay free
+    s = g.op("Relu", g.conv(s, name + ".fc1", c))
+    s = g.op("Sigmoid", g.conv(s, name + ".fc2", g.weights(name + ".fc1.weight").shape[0]))
+    return g.op("Mul", x, s)
+
+
+def _mobileone(g: GraphBuilder, x: str, name: str, c_in: int, stride: int = 1, act: bool = True) -> str:
+    """A re-parameterised MobileOne / large-kernel conv: conv [-> SE] [-> GELU]."""
+    y = g.conv(x, name + ".reparam_conv", c_in, stride)
+    if g.weights(name + ".se.fc1.weight", optional=True) is not None:
+        y = _squeeze_excite(g, y, name + ".se", g.weights(name + ".reparam_conv.weight").shape[0])
+    return g.gelu(y) if act else y
+
+
+def _mlp(g: GraphBuilder, x: str, name: str, c: int) -> str:
+    w = g.weights(name + ".conv.conv.weight")  # (C, 1, 7, 7), no bias: BatchNorm follows (folded here)
+    gamma, beta = g.weights(name + ".conv.bn.weight"), g.weights(name + ".conv.bn.bias")
+    mean, var = g.weights(name + ".conv.bn.running_mean"), g.weights(name + ".conv.bn.running_var")
+    scale = gamma / np.sqrt(var + BATCH_NORM_EPS)
+    y = g.conv(x, name + ".conv", c, weight=w * scale[:, None, None, None], bias=beta - mean * scale)
+    y = g.gelu(g.conv(y, name + ".fc1", c))  # (1, 4C, H, W)
+    return g.conv(y, name + ".fc2", g.weights(name + ".fc1.weight").shape[0])
+
+
+def _scaled(g: GraphBuilder, x: str, name: str) -> str:
+    return g.op("Mul", x, g.const(g.weights(name), name=name))  # layer scale (C, 1, 1)
+
+
+def _attention(g: GraphBuilder, x: str, name: str, c: int) -> str:
+    """Multi-head self-attention over the H*W positions of LayerNorm2d(x); returns (1, C, H, W)."""
+    heads = c // ATTENTION_HEAD_DIM
+    t = g.to_tokens(x, c)  # (1, N, C)
+    t = g.op("LayerNormalization", t, g.const(g.weights(name + ".norm.weight")), g.const(g.weights(name + ".norm.bias")),
+             axis=-1, epsilon=LAYER_NORM_EPS)
+    qkv = g.linear(t, name + ".token_mixer.qkv")  # (1, N, 3C)
+    qkv = g.op("Reshape", qkv, g.const([0, -1, 3, heads, ATTENTION_HEAD_DIM], np.int64))
+    qkv = g.op("Transpose", qkv, perm=[2, 0, 3, 1, 4])  # (3, 1, h, N, 32)
+    q, k, v = (g.op("Gather", qkv, g.const(i, np.int64), axis=0) for i in range(3))  # (1, h, N, 32)
+    q = g.op("Mul", q, g.const(ATTENTION_HEAD_DIM ** -0.5))
+    att = g.op("Softmax", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2])), axis=-1)  # (1, h, N, N)
+    y = g.op("Transpose", g.op("MatMul", att, v), perm=[0, 2, 1, 3])  # (1, N, h, 32)
+    y = g.linear(g.op("Reshape", y, g.const([0, 0, c], np.int64)), name + ".token_mixer.proj")  # (1, N, C)
+    y = g.op("Transpose", y, perm=[0, 2, 1])  # (1, C, N)
+    return g.op("Reshape", y, g.op("Shape", x))  # (1, C, H, W)
+
+
+def _stage(g: GraphBuilder, x: str, s: StageArch, c_in: int) -> str:
+    p = f"stages.{s.index}."
+    if s.downsample:
+        x = _mobileone(g, x, p + "downsample.proj.0", c_in, stride=2)
+        x = _mobileone(g, x, p + "downsample.proj.1", s.width)
+    if s.pos_emb:
+        x = g.conv(x, p + "pos_emb.reparam_conv", s.width)
+    for b in range(s.blocks):
+        name = f"{p}blocks.{b}"
+        if s.attention:
+            x = g.op("Add", x, _scaled(g, _attention(g, x, name, s.width), name + ".layer_scale_1.gamma"))
+            x = g.op("Add", x, _scaled(g, _mlp(g, x, name + ".mlp", s.width), name + ".layer_scale_2.gamma"))
+        else:
+            x = g.conv(x, name + ".token_mixer.reparam_conv", s.width)
+            x = g.op("Add", x, _scaled(g, _mlp(g, x, name + ".mlp", s.width), name + ".layer_scale.gamma"))
+    return x
+
+
+def build_vision_graph(ckpt: Checkpoint, arch: VisionArch | None = None):
+    """The `onnx.ModelProto` of the vision tower + projector of `ckpt`."""
+    onnx = require("onnx")
+    arch = arch or vision_arch(ckpt)
+    g = GraphBuilder(_Weights(ckpt))
+    x, c = INPUT, 3
+    for i, stride in enumerate(STEM_STRIDES):
+        x = _mobileone(g, x, f"stem.{i}", c, stride)  # (1, C0, H/4, W/4) at the end
+        c = arch.stem_width
+    for s in arch.stages:
+        x = _stage(g, x, s, c)
+        c = s.width
+    x = _mobileone(g, x, "final_conv", c)  # (1, 2C, H/64, W/64)
+    t = g.to_tokens(x, arch.final_width)  # (1, N, 2C)
+    t = g.gelu(g.linear(t, PROJECTOR + "linear_1"))
+    g.nodes.append(onnx.helper.make_node("Identity", [g.linear(t, PROJECTOR + "linear_2")], [OUTPUT]))  # (1, N, D)
+    f32 = onnx.TensorProto.FLOAT
+    graph = onnx.helper.make_graph(
+        g.nodes, "fastvlm-vision",
+        [onnx.helper.make_tensor_value_info(INPUT, f32, [1, 3, "height", "width"])],
+        [onnx.helper.make_tensor_value_info(OUTPUT, f32, [1, "num_tokens", arch.embed_dim])],
+        g.inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
+                                   producer_name="fastvlm.convert.vision_graph")
+    model.ir_version = 8  # opset 17 needs IR >= 8; older ONNX Runtimes refuse newer IR versions
+    return model
+
+
+def write_vision_onnx(ckpt: Checkpoint, path: Path) -> Path:
+    """Build and save `vision.onnx` (with a `.data` file beside it when over 2 GiB)."""
+    onnx = require("onnx")
+    model = build_vision_graph(ckpt)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if model.ByteSize() > EXTERNAL_DATA_BYTES:
+        onnx.save(model, str(path), save_as_external_data=True, location=path.name + ".data")
+    else:
+        onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
+    return path

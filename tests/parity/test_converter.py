@@ -15,7 +15,7 @@ def test_vision_onnx_contract(tiny_parity):
     import onnx
     import onnxruntime as ort
 
-    from fastvlm.vision import check_io
+    from fastvlm.vision import onnx_io, read_spec
 
     _, work = tiny_parity
     path = work / "tiny-0" / "out" / "vision.onnx"
@@ -25,7 +25,8 @@ def test_vision_onnx_contract(tiny_parity):
     out_dims = [d.dim_value or d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim]
     assert out_dims[0] == 1 and out_dims[2] == 64
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    assert check_io(path, session.get_inputs(), session.get_outputs()) == ("pixel_values", 64)
+    spec = read_spec(path, *onnx_io(session))
+    assert (spec.input_name, spec.embed_dim, spec.fixed_size) == ("pixel_values", 64, None)
     for h, w in ((128, 128), (128, 192), (320, 320)):  # dynamic H and W
         (out,) = session.run(None, {"pixel_values": np.random.rand(1, 3, h, w).astype(np.float32)})
         assert out.shape == (1, (h // 64) * (w // 64), 64) and out.dtype == np.float32

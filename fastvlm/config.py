@@ -9,6 +9,7 @@ from pathlib import Path
 TRAINED_RESOLUTION = 1024
 FAST_RESOLUTION = 512
 PATCH = 64  # FastViTHD downsamples by 64: (S/64)^2 image tokens
+MIN_N_CTX = 512  # positions: 256 image vectors at 1024, the prompt, and room for an answer
 MAX_RESOLUTION = 1024  # the trained size; larger costs O(S^2) in time and memory and was never trained
 
 
@@ -75,3 +76,9 @@ class EngineConfig:
         check_resolution(self.resolution)
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
+        if self.n_ctx < MIN_N_CTX:
+            raise ValueError(f"n_ctx must be at least {MIN_N_CTX} (the image alone takes {(TRAINED_RESOLUTION // PATCH) ** 2} "
+                             f"positions at {TRAINED_RESOLUTION}, then the prompt and the answer), got {self.n_ctx}: "
+                             f"pass --n-ctx {MIN_N_CTX} or more")
+        if self.n_batch < 1:
+            raise ValueError(f"n_batch must be at least 1, got {self.n_batch}")

@@ -22,6 +22,7 @@ from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, ide
 log = logging.getLogger(__name__)
 
 IM_END = "<|im_end|>"
+PENALTY_LAST_N = 64  # tokens the repeat penalty looks back on (prompt text included)
 
 
 class Cancelled(Exception):
@@ -60,7 +61,7 @@ def build_sampler(llama_cpp, vocab_size: int, options: GenerationOptions, seed: 
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
     add = lambda s: llama_cpp.llama_sampler_chain_add(chain, s)  # noqa: E731
     if options.repeat_penalty != 1.0:
-        add(llama_cpp.llama_sampler_init_penalties(vocab_size, 64, options.repeat_penalty, 0.0, 0.0))
+        add(llama_cpp.llama_sampler_init_penalties(vocab_size, PENALTY_LAST_N, options.repeat_penalty, 0.0, 0.0))
     if options.temperature <= 0:
         add(llama_cpp.llama_sampler_init_greedy())
         return chain
@@ -82,13 +83,15 @@ class LlamaLM:
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._mem = llama_cpp.llama_get_memory(ctx)
         self.n_embd = llama_cpp.llama_model_n_embd(model)
+        # llama.cpp pads n_ctx and clamps n_batch to the n_ctx asked for: use the sizes it really has (a larger
+        # batch than its own trips GGML_ASSERT and aborts the process)
         self.n_ctx = llama_cpp.llama_n_ctx(ctx)
-        self.n_batch = config.n_batch
+        self.n_batch = min(config.n_batch, llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx))
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._tok_batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._emb_batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
         self._held: list = []  # identities of the positions in the KV cache, in order
-        self._snapshots = SnapshotStore(config.kv_snapshots)
+        self._snapshots = SnapshotStore(config.kv_snapshots if config.kv_reuse else 0)  # no reuse: none kept
         self._buf = ctypes.create_string_buffer(256)
         self.name = self._meta("general.name") or Path(config.llm_path).stem
         ids = self.tokenize(IM_END, special=True)
@@ -108,6 +111,11 @@ class LlamaLM:
         model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
         if not model:
             raise ModelFileError(f"llama.cpp could not load {path}: a broken or unsupported GGUF; re-download it")
+        trained = llama_cpp.llama_model_n_ctx_train(model)
+        if 0 < trained < config.n_ctx:
+            llama_cpp.llama_model_free(model)
+            raise ValueError(f"n_ctx {config.n_ctx} is more than the {trained} positions {path.name} was trained "
+                             f"for: pass --n-ctx {trained} or less")
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = config.n_ctx
         cparams.n_batch = cparams.n_ubatch = config.n_batch
@@ -234,6 +242,9 @@ class LlamaLM:
     # -- decode -------------------------------------------------------------
     def generate(self, options: GenerationOptions, seed: int = 0) -> Iterator[int]:
         sampler = build_sampler(self._ll, self.n_vocab, options, seed)
+        if options.repeat_penalty != 1.0:  # the penalty's window starts in the prompt, as in llama.cpp's server
+            for token in [i for i in self._held if isinstance(i, int)][-PENALTY_LAST_N:]:
+                self._ll.llama_sampler_accept(sampler, token)
         try:
             while True:
                 token = self._ll.llama_sampler_sample(sampler, self._ctx, -1)

@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Bearer key the API requires; required off-loopback [FASTVLM_API_KEY]")
     a.add_argument("--allow-unauthenticated-remote", action="store_true",
                    help="serve the API off-loopback without a key (trusted networks only)")
+    a.add_argument("--trusted-proxies", metavar="IPS", default=os.environ.get("FASTVLM_TRUSTED_PROXIES", ""),
+                   help="comma-separated reverse proxies (IPs or CIDRs) whose X-Forwarded-For/Forwarded headers are "
+                        "believed; other forwarded requests count as remote [FASTVLM_TRUSTED_PROXIES]")
     a.add_argument("--no-api", action="store_true", help="serve the UI only")
     a.add_argument("--mcp", action=argparse.BooleanOptionalAction,
                    default=os.environ.get("FASTVLM_MCP", "1") not in ("", "0"),
@@ -161,7 +164,9 @@ def _bound_api_settings(args: argparse.Namespace, what: str):
 def _api_settings(args: argparse.Namespace):
     from fastvlm.api import ApiSettings
 
-    return ApiSettings(api_key=args.api_key, allow_unauthenticated_remote=args.allow_unauthenticated_remote)
+    proxies = tuple(p.strip() for p in args.trusted_proxies.split(",") if p.strip())
+    return ApiSettings(api_key=args.api_key, allow_unauthenticated_remote=args.allow_unauthenticated_remote,
+                       trusted_proxies=proxies)
 
 
 def load_engine(args: argparse.Namespace, background: bool = False):

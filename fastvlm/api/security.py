@@ -14,6 +14,7 @@ from .settings import ApiSettings
 log = logging.getLogger(__name__)
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+_FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
 
 
 class UnsafeBindError(RuntimeError):
@@ -33,6 +34,50 @@ def is_loopback(host: str | None) -> bool:
         return False
     mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1, an IPv4 client of a dual-stack socket
     return (mapped or ip).is_loopback
+
+
+def _in_networks(host: str | None, networks: tuple[str, ...]) -> bool:
+    try:
+        ip = ipaddress.ip_address((host or "").strip().strip("[]"))
+    except ValueError:
+        return False
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    return any(ip in ipaddress.ip_network(n, strict=False) for n in networks)
+
+
+def _forwarded_chain(request: Request) -> list[str]:
+    """Client addresses named by forwarding headers, nearest proxy's last (X-Forwarded-For, else Forwarded's
+    `for=`, else X-Real-IP)."""
+    headers = request.headers
+    if "x-forwarded-for" in headers:
+        return [a.strip() for a in ",".join(headers.getlist("x-forwarded-for")).split(",") if a.strip()]
+    if "forwarded" in headers:
+        pairs = (kv.strip() for element in ",".join(headers.getlist("forwarded")).split(",") for kv in element.split(";"))
+        return [_without_port(kv[4:]) for kv in pairs if kv.lower().startswith("for=")]
+    return [headers["x-real-ip"].strip()] if "x-real-ip" in headers else []
+
+
+def _without_port(node: str) -> str:
+    """`"[2001:db8::1]:4711"` -> `2001:db8::1`, `192.0.2.4:80` -> `192.0.2.4` (RFC 7239 node syntax)."""
+    node = node.strip().strip('"')
+    if node.startswith("["):
+        return node[1:node.find("]")] if "]" in node else node
+    return node.rsplit(":", 1)[0] if node.count(":") == 1 else node
+
+
+def client_host(request: Request, trusted_proxies: tuple[str, ...] = ()) -> str | None:
+    """The client's address for the loopback rule. A request carrying Forwarded / X-Forwarded-For / X-Real-IP
+    came through a proxy: unless its TCP peer is one of `trusted_proxies`, where it came from is unknown and
+    None (remote) is returned; from a trusted proxy, the nearest address in the chain that is not a trusted
+    proxy itself. Without those headers, the TCP peer."""
+    peer = request.client.host if request.client else None
+    if not any(h in request.headers for h in _FORWARDING_HEADERS):
+        return peer
+    if not _in_networks(peer, trusted_proxies):
+        return None
+    chain = _forwarded_chain(request)
+    untrusted = [a for a in chain if not _in_networks(a, trusted_proxies)]
+    return untrusted[-1] if untrusted else (chain[0] if chain else None)
 
 
 def check_bind(host: str | None, settings: ApiSettings, share: bool = False) -> None:
@@ -63,10 +108,11 @@ def authorize(request: Request, settings: ApiSettings) -> None:
     """Check `Authorization: Bearer <key>` (constant time) when a key is configured. Without one, only
     loopback clients are served unless `allow_unauthenticated_remote` (a second line behind `check_bind`)."""
     if settings.api_key is None:
-        client = request.client.host if request.client else None
+        client = client_host(request, settings.trusted_proxies)
         if not settings.allow_unauthenticated_remote and not is_loopback(client):
-            raise ApiError(403, "this server has no API key and serves local clients only: "
-                           "start it with FASTVLM_API_KEY set", code="remote_client_refused")
+            raise ApiError(403, "this server has no API key and serves local clients only (a request forwarded by "
+                           "a proxy counts as remote unless the proxy is in FASTVLM_TRUSTED_PROXIES): start it with "
+                           "FASTVLM_API_KEY set", code="remote_client_refused")
         return
     token = _bearer(request)
     challenge = {"WWW-Authenticate": "Bearer"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 
@@ -11,6 +12,9 @@ class ApiSettings:
 
     api_key: str | None = None  # required as `Authorization: Bearer <key>` when set (FASTVLM_API_KEY)
     allow_unauthenticated_remote: bool = False  # serve off-loopback without a key (trusted networks only)
+    # reverse proxies (IPs or CIDRs) whose Forwarded / X-Forwarded-For / X-Real-IP headers are believed; a request
+    # carrying those headers from any other peer counts as remote (FASTVLM_TRUSTED_PROXIES)
+    trusted_proxies: tuple[str, ...] = ()
     queue_wait_s: float = 30.0  # how long a request waits for the busy engine before a 503
     max_waiting: int = 4  # requests allowed to wait behind the running one; more get a 503 at once
     retry_after_s: int = 5  # the `Retry-After` header of a 503
@@ -22,5 +26,11 @@ class ApiSettings:
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():
             raise ValueError("api_key is empty: set a real key or leave it unset (None)")
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted proxy {proxy!r} is not an IP address or network (e.g. 127.0.0.1, "
+                                 "10.0.0.0/8): fix FASTVLM_TRUSTED_PROXIES / --trusted-proxies") from None
         if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1:
             raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes >= 1")

@@ -55,3 +55,12 @@ def test_off_loopback_the_api_needs_a_key_or_stays_off(tiny_engine, caplog):
     assert "API key" in caplog.text
     assert app.api_routes(tiny_engine, parse(["--host", "0.0.0.0", "--api-key", "k"]))
     assert app.api_routes(tiny_engine, parse(["--host", "0.0.0.0", "--allow-unauthenticated-remote"]))
+
+
+def test_trusted_proxies_come_from_the_flag_or_the_environment(monkeypatch):
+    args = app.build_parser().parse_args(["--trusted-proxies", "127.0.0.1, 10.0.0.0/8"])
+    assert app._api_settings(args).trusted_proxies == ("127.0.0.1", "10.0.0.0/8")
+    monkeypatch.setenv("FASTVLM_TRUSTED_PROXIES", "::1")
+    assert app._api_settings(app.build_parser().parse_args([])).trusted_proxies == ("::1",)
+    monkeypatch.delenv("FASTVLM_TRUSTED_PROXIES")
+    assert app._api_settings(app.build_parser().parse_args([])).trusted_proxies == ()

@@ -219,3 +219,29 @@ def test_too_many_turns_are_refused_and_the_cap_itself_is_answered(fake):
     assert "send only the recent turns" in error_of(r)["message"]
     r = post(fake, chat(MAX_TURNS))
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello!"
+
+
+@pytest.mark.parametrize("headers, trusted, allowed", [
+    ({}, (), True),  # a local client, no proxy
+    ({"Forwarded": "for=203.0.113.9;proto=https"}, (), False),  # nginx on this host: the peer is loopback
+    ({"X-Forwarded-For": "127.0.0.1"}, (), False),  # forwarded, and no proxy named: origin unknown
+    ({"X-Real-IP": "127.0.0.1"}, (), False),
+    ({"X-Forwarded-For": "203.0.113.9"}, ("127.0.0.1",), False),  # a named proxy, a remote client
+    ({"Forwarded": 'for="[2001:db8::7]:4711"'}, ("127.0.0.0/8",), False),
+    ({"X-Forwarded-For": "127.0.0.1"}, ("127.0.0.1",), True),  # a named proxy, a local client
+    ({"X-Forwarded-For": "203.0.113.9, 127.0.0.1"}, ("127.0.0.1",), False),  # the nearest untrusted hop counts
+])
+def test_without_a_key_forwarded_requests_count_as_remote_unless_the_proxy_is_named(headers, trusted, allowed):
+    engine, _ = make_engine()
+    with serve(engine, trusted_proxies=trusted) as server:
+        r = httpx.get(server.url + "/v1/models", headers=headers)
+        assert r.status_code == (200 if allowed else 403), r.text
+        if not allowed:
+            assert error_of(r)["code"] == "remote_client_refused" and "FASTVLM_TRUSTED_PROXIES" in error_of(r)["message"]
+        assert httpx.get(server.url + "/v1/models").status_code == 200  # direct local clients stay served
+
+
+def test_trusted_proxies_must_be_addresses():
+    with pytest.raises(ValueError, match="'nginx' is not an IP address or network.*FASTVLM_TRUSTED_PROXIES"):
+        ApiSettings(trusted_proxies=("nginx",))
+    assert ApiSettings(trusted_proxies=("10.0.0.0/8", "::1")).trusted_proxies == ("10.0.0.0/8", "::1")

@@ -8,12 +8,27 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from .. import plan as planner
 from .. import prompt, preprocess
 from ..kv import Image, Tokens
+
+
+def bare_vision_call(vision) -> Callable[[np.ndarray], np.ndarray]:
+    """The runtime's own call under the engine's encoder: ONNX Runtime's `session.run`, or OpenVINO's compiled
+    model for the size (compiled beforehand, as the engine's warm-up does). (1, 3, S, S) -> (1, N, D)."""
+    spec = vision.spec
+    session = getattr(vision, "_session", None)
+    if session is not None:
+        return lambda pixels: session.run(None, {spec.input_name: pixels.astype(spec.input_dtype)})[0]
+    compiled_for = getattr(vision, "_compiled_for", None)
+    if compiled_for is not None:
+        return lambda pixels: compiled_for(pixels.shape[2])({0: pixels.astype(spec.input_dtype)})[0]
+    raise TypeError(f"no bare call known for the vision runtime {type(vision).__name__}: "
+                    "add it to fastvlm.bench.raw.bare_vision_call")
 
 
 class RawBaseline:
@@ -23,8 +38,9 @@ class RawBaseline:
         self._ll = self.lm._ll
 
     def encode(self, pixels: np.ndarray) -> tuple[np.ndarray, float]:
+        call = bare_vision_call(self.vision)
         t = time.perf_counter()
-        (out,) = self.vision._session.run(None, {self.vision._input: pixels})[:1]  # (1, N, D)
+        out = np.asarray(call(pixels))  # (1, N, D)
         return out[0], time.perf_counter() - t
 
     def _batch(self, ids=None, emb=None, start=0, logits_last=False):

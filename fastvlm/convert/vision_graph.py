@@ -6,7 +6,7 @@ positions). The graph follows timm's `fastvit_mci3` in inference mode block by b
 
     stem        3 x (re-parameterised conv -> GELU); strides 2, 2, 1
     stage       [patch embedding: large-kernel conv stride 2 -> GELU -> 1x1 conv -> GELU] [RepCPE dw conv]
-                blocks: RepMixer  x = dwconv(x); x += g * mlp(x)
+                blocks: RepMixer  x = dwconv(x); x += g * mlp(x)   (layer scales g folded into the last conv)
                         attention x += g1 * attn(layernorm(x)); x += g2 * mlp(x)
                 mlp = dw 7x7 conv (+ its BatchNorm, folded) -> 1x1 -> GELU -> 1x1
     final       conv 3x3 -> squeeze-excite (global mean, ReLU, sigmoid) -> GELU
@@ -68,11 +68,13 @@ class GraphBuilder:
         e = self.op("Erf", self.op("Mul", x, self.const(1 / np.sqrt(2))))
         return self.op("Mul", self.op("Mul", x, self.op("Add", e, self.const(1.0))), self.const(0.5))
 
-    def linear(self, x: str, name: str) -> str:
-        """x @ W^T + b for (..., C_in) -> (..., C_out)."""
+    def linear(self, x: str, name: str, scale=None) -> str:
+        """(x @ W^T + b) * scale for (..., C_in) -> (..., C_out); a per-channel `scale` is folded into W and b."""
         w = self.weights(name + ".weight")  # (C_out, C_in)
-        y = self.op("MatMul", x, self.const(w.T, name=name + ".weight"))
         b = self.weights(name + ".bias", optional=True)
+        if scale is not None:
+            w, b = w * scale[:, None], (b * scale if b is not None else None)
+        y = self.op("MatMul", x, self.const(w.T, name=name + ".weight"))
         return self.op("Add", y, self.const(b, name=name + ".bias")) if b is not None else y
 
     def to_tokens(self, x: str, c: int) -> str:
@@ -109,22 +111,24 @@ def _mobileone(g: GraphBuilder, x: str, name: str, c_in: int, stride: int = 1, a
     return g.gelu(y) if act else y
 
 
-def _mlp(g: GraphBuilder, x: str, name: str, c: int) -> str:
+def _mlp(g: GraphBuilder, x: str, name: str, c: int, gamma) -> str:
+    """gamma * ConvMlp(x); the layer scale `gamma` (C,) is folded into fc2."""
     w = g.weights(name + ".conv.conv.weight")  # (C, 1, 7, 7), no bias: BatchNorm follows (folded here)
-    gamma, beta = g.weights(name + ".conv.bn.weight"), g.weights(name + ".conv.bn.bias")
+    bn_w, bn_b = g.weights(name + ".conv.bn.weight"), g.weights(name + ".conv.bn.bias")
     mean, var = g.weights(name + ".conv.bn.running_mean"), g.weights(name + ".conv.bn.running_var")
-    scale = gamma / np.sqrt(var + BATCH_NORM_EPS)
-    y = g.conv(x, name + ".conv", c, weight=w * scale[:, None, None, None], bias=beta - mean * scale)
+    scale = bn_w / np.sqrt(var + BATCH_NORM_EPS)
+    y = g.conv(x, name + ".conv", c, weight=w * scale[:, None, None, None], bias=bn_b - mean * scale)
     y = g.gelu(g.conv(y, name + ".fc1", c))  # (1, 4C, H, W)
-    return g.conv(y, name + ".fc2", g.weights(name + ".fc1.weight").shape[0])
+    w2, b2 = g.weights(name + ".fc2.weight"), g.weights(name + ".fc2.bias")
+    return g.conv(y, name + ".fc2", w2.shape[1], weight=w2 * gamma[:, None, None, None], bias=b2 * gamma)
 
 
-def _scaled(g: GraphBuilder, x: str, name: str) -> str:
-    return g.op("Mul", x, g.const(g.weights(name), name=name))  # layer scale (C, 1, 1)
+def _gamma(g: GraphBuilder, name: str) -> np.ndarray:
+    return g.weights(name).reshape(-1)  # layer scale (C, 1, 1) -> (C,)
 
 
-def _attention(g: GraphBuilder, x: str, name: str, c: int) -> str:
-    """Multi-head self-attention over the H*W positions of LayerNorm2d(x); returns (1, C, H, W)."""
+def _attention(g: GraphBuilder, x: str, name: str, c: int, gamma) -> str:
+    """gamma * multi-head self-attention over the H*W positions of LayerNorm2d(x); returns (1, C, H, W)."""
     heads = c // ATTENTION_HEAD_DIM
     t = g.to_tokens(x, c)  # (1, N, C)
     t = g.op("LayerNormalization", t, g.const(g.weights(name + ".norm.weight")), g.const(g.weights(name + ".norm.bias")),
@@ -136,7 +140,7 @@ def _attention(g: GraphBuilder, x: str, name: str, c: int) -> str:
     q = g.op("Mul", q, g.const(ATTENTION_HEAD_DIM ** -0.5))
     att = g.op("Softmax", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 1, 3, 2])), axis=-1)  # (1, h, N, N)
     y = g.op("Transpose", g.op("MatMul", att, v), perm=[0, 2, 1, 3])  # (1, N, h, 32)
-    y = g.linear(g.op("Reshape", y, g.const([0, 0, c], np.int64)), name + ".token_mixer.proj")  # (1, N, C)
+    y = g.linear(g.op("Reshape", y, g.const([0, 0, c], np.int64)), name + ".token_mixer.proj", gamma)  # (1, N, C)
     y = g.op("Transpose", y, perm=[0, 2, 1])  # (1, C, N)
     return g.op("Reshape", y, g.op("Shape", x))  # (1, C, H, W)
 
@@ -151,11 +155,11 @@ def _stage(g: GraphBuilder, x: str, s: StageArch, c_in: int) -> str:
     for b in range(s.blocks):
         name = f"{p}blocks.{b}"
         if s.attention:
-            x = g.op("Add", x, _scaled(g, _attention(g, x, name, s.width), name + ".layer_scale_1.gamma"))
-            x = g.op("Add", x, _scaled(g, _mlp(g, x, name + ".mlp", s.width), name + ".layer_scale_2.gamma"))
+            x = g.op("Add", x, _attention(g, x, name, s.width, _gamma(g, name + ".layer_scale_1.gamma")))
+            x = g.op("Add", x, _mlp(g, x, name + ".mlp", s.width, _gamma(g, name + ".layer_scale_2.gamma")))
         else:
             x = g.conv(x, name + ".token_mixer.reparam_conv", s.width)
-            x = g.op("Add", x, _scaled(g, _mlp(g, x, name + ".mlp", s.width), name + ".layer_scale.gamma"))
+            x = g.op("Add", x, _mlp(g, x, name + ".mlp", s.width, _gamma(g, name + ".layer_scale.gamma")))
     return x
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import prompt
+from .events import InputError
 from .kv import Image, Part, Tokens
 from .prompt import Segment, Turn
 
@@ -71,7 +72,8 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
         q = _question_index(lists)
         keep = len(lists[q]) - (total - budget)
         if keep < 1:
-            raise ValueError(f"the image alone needs {total - len(lists[q])} of {budget} positions; lower the resolution")
+            raise InputError(f"the image and the prompt alone need {total - len(lists[q])} of the {budget} positions "
+                             "the context leaves: lower the resolution, or start the server with a larger --n-ctx")
         notices.append(f"The question was too long and was cut to its first {keep} tokens.")
         lists[q] = lists[q][:keep]
         total = budget

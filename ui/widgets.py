@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from fastvlm.events import Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
+from fastvlm.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,7 @@ LIVE_PRESETS = ("Describe briefly.", "What am I holding?", "What am I doing?", "
 
 STILL_ANSWERING = "Still answering your last question: wait for it, or press Stop."
 UNREADABLE = "This file is not an image that can be read: send a PNG, JPEG, WebP, GIF, BMP or TIFF image."
+BUSY = "The model is answering other requests: try again in a moment"
 ENGINE_FAILED = "The model failed on this request (details are in the server log). Try again or another image."
 
 
@@ -101,7 +102,12 @@ def toast_text(error: Exception) -> str:
 
 
 def fail(error: Exception) -> gr.Error:
-    """What a page shows for an unexpected engine failure; the details go to the log."""
+    """What a page shows when an answer fails: a busy engine (a remote backend's 503) or a request it cannot
+    answer (e.g. an image too large for the context) say so; anything else is unexpected, logged in full."""
+    if isinstance(error, Busy):
+        return gr.Error(f"{BUSY} ({toast_text(error)})", title="Busy", print_exception=False)
+    if isinstance(error, InputError):
+        return gr.Error(toast_text(error), title="This request cannot be answered", print_exception=False)
     log.error("answer failed", exc_info=error)
     return gr.Error(ENGINE_FAILED)
 

@@ -9,9 +9,11 @@ from PIL import Image
 
 from fastvlm import EngineConfig
 from fastvlm.engine import Engine
+from fastvlm.events import Busy
 from fastvlm.prompt import DEFAULT_QUESTION, Turn
 from tests.fakes import FakeLM, FakeVision
 from ui.tab_image import NO_IMAGE, ImageSession, ask, guard, messages, new_conversation, prepare, resolution_choices
+from ui.widgets import ENGINE_FAILED
 
 
 class Recording:
@@ -161,3 +163,25 @@ def test_two_sessions_streaming_at_once_never_see_each_others_answers(photo, tmp
 def test_resolution_choices_offer_accurate_fast_and_the_configured_size():
     assert [v for _, v in resolution_choices(1024)] == [1024, 512]
     assert [v for _, v in resolution_choices(128)] == [1024, 512, 128]
+
+
+class BusyBackend:
+    """A remote backend whose server is full: its stream raises `Busy` (an HTTP 503)."""
+
+    def stream(self, request, wait=None):
+        raise Busy("the server's queue is full; retry after 5 s")
+
+
+def test_a_busy_backend_and_an_image_too_big_for_the_context_say_so_not_that_the_model_failed(photo, caplog):
+    session = ImageSession()
+    with pytest.raises(gr.Error) as busy:
+        run(BusyBackend(), session, photo)
+    assert busy.value.title == "Busy" and "try again in a moment" in busy.value.message
+    assert "queue is full" in busy.value.message and ENGINE_FAILED not in busy.value.message
+    session = ImageSession()
+    small = Recording(Engine(FakeVision(), FakeLM(n_ctx=120), EngineConfig(
+        vision_path="v.onnx", llm_path="m.gguf", resolution=1024, threads=1)))  # 256 image positions > 120
+    with pytest.raises(gr.Error) as plan:
+        run(small, session, photo, resolution=1024)
+    assert "lower the resolution" in plan.value.message and ENGINE_FAILED not in plan.value.message
+    assert session.history == [] and "answer failed" not in caplog.text  # nothing logged as a crash

@@ -170,25 +170,39 @@ def _api_settings(args: argparse.Namespace):
 
 
 def load_engine(args: argparse.Namespace, background: bool = False):
-    """The engine (or remote backend). Weights are resolved (and downloaded) first, on the console; with
-    `background` the load + warm-up then runs in a thread, so the page is served and says "loading"."""
+    """The engine (or remote backend). With `background` the page can be served at once: weights already on
+    this machine are found first (an error now if there are none and downloads are off), then the download
+    (if needed), load and warm-up run in a thread whose stage the header shows."""
     if args.backend:
         from fastvlm.remote import RemoteEngine
 
         log.info("using the remote backend %s", args.backend)
         return RemoteEngine.connect(args.backend, args.backend_key or args.api_key)
-    from fastvlm.cli import engine_config
+    from fastvlm.cli import model_paths
+    from fastvlm.events import ModelFileError
+
+    if not background:
+        return _build_engine(args, model_paths(args), log.info)
+    from fastvlm.loading import BackgroundLoad
+
+    try:
+        paths = model_paths(args, download=False)  # local files or the Hugging Face cache: no request
+    except ModelFileError:
+        if args.no_download:
+            raise
+        paths = None  # downloaded in the background while the page says so
+    planned = {"vision": str(paths.vision) if paths else "", "llm": str(paths.llm) if paths else "",
+               "resolution": args.resolution or 1024, "threads": args.threads, "n_ctx": args.n_ctx}
+    loader = BackgroundLoad(lambda: _build_engine(args, paths, loader.report), planned)
+    return loader.start()
+
+
+def _build_engine(args: argparse.Namespace, paths, report):
+    from fastvlm.cli import engine_config, model_paths
     from fastvlm.engine import Engine
 
-    config = engine_config(args)  # resolves (and downloads) the weights, progress on the console
-    log.info("loading %s + %s (%d px, %d threads) and warming up…", config.vision_path.name, config.llm_path.name,
-             config.resolution, config.threads)
-    if background:
-        from fastvlm.loading import BackgroundLoad
-
-        planned = {"vision": str(config.vision_path), "llm": str(config.llm_path), "resolution": config.resolution,
-                   "threads": config.threads, "n_ctx": config.n_ctx}
-        return BackgroundLoad(lambda: Engine.load(config), planned).start()
+    config = engine_config(args, paths or model_paths(args, report=report))
+    report(f"loading {config.vision_path.name} + {config.llm_path.name} and warming up")
     t = time.perf_counter()
     engine = Engine.load(config)
     log.info("model ready in %.1f s", time.perf_counter() - t)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from .config import EngineConfig, GenerationOptions, physical_cores
+from .config import TRAINED_RESOLUTION, EngineConfig, GenerationOptions, physical_cores
 from .events import Done, FirstToken, InputError, ModelFileError, Notice, Request, TextDelta
 from .weights.sources import SOURCES
 
@@ -32,8 +32,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--exact", action="store_true",
                    help="f32 everywhere (vision compute, KV cache): the setting under which answers match the "
                         "transformers reference token for token; slower")
-    g.add_argument("--resolution", type=int, default=int(env("FASTVLM_RESOLUTION", "1024")),
-                   help="image size: 1024 (trained, accurate) or 512 (faster, fine text suffers)")
+    g.add_argument("--resolution", type=int, default=int(env("FASTVLM_RESOLUTION", "0")) or None,
+                   help="image size: 1024 (trained, accurate; the default) or 512 (faster, fine text suffers); "
+                        "a vision file exported for one size serves only that size [FASTVLM_RESOLUTION]")
     g.add_argument("--threads", type=int, default=int(env("FASTVLM_THREADS", "0")) or physical_cores(),
                    help="CPU threads (default: physical cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length in positions")
@@ -42,17 +43,19 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime [FASTVLM_VISION_RUNTIME]")
 
 
-def model_paths(args: argparse.Namespace):
-    from .weights import resolve
+def model_paths(args: argparse.Namespace, download: bool | None = None, report=None):
+    """The two files per the flags (see fastvlm.weights); `report` hears the stages of a download."""
+    from .weights import Hub, resolve
 
-    return resolve(args.vision, args.llm, args.models, download=not args.no_download, source=args.source)
+    download = not args.no_download if download is None else download
+    return resolve(args.vision, args.llm, args.models, download=download, source=args.source, hub=Hub(report=report))
 
 
 def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:
     """The engine's config from the flags; resolves (and downloads) the weights unless `paths` are given."""
     paths = paths or model_paths(args)
     exact = getattr(args, "exact", False)
-    return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution,
+    return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution or TRAINED_RESOLUTION,
                         threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime,
                         vision_precision="f32" if exact else "auto", kv_f32=exact, sources=paths.sources)
 
@@ -78,7 +81,7 @@ def predict(args: argparse.Namespace) -> int:
     opts = GenerationOptions(max_new_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
     text, notices, stats = [], [], None
     try:
-        for ev in engine.stream(Request(args.image, args.prompt, options=opts)):
+        for ev in engine.stream(Request(args.image, args.prompt, options=opts, resolution=args.resolution)):
             if isinstance(ev, TextDelta):
                 text.append(ev.text)
                 if not args.json:
@@ -93,7 +96,7 @@ def predict(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"answer": "".join(text), "notices": notices, **asdict(stats),
+        print(json.dumps({"answer": "".join(text), "notices": notices, "sources": engine.config.sources, **asdict(stats),
                           "tokens_per_s": stats.tokens_per_s}, indent=2))
     else:
         print(f"\n\nTTFT {stats.ttft_s * 1000:.0f} ms (preprocess {stats.preprocess_s * 1000:.0f}, encode "

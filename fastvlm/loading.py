@@ -25,6 +25,7 @@ class BackgroundLoad:
         self._planned = dict(planned)
         self._engine: Any = None
         self._error: BaseException | None = None
+        self._stage = ""  # what the load is doing now ("downloading …", "warming up"), for the header
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="engine-load", daemon=True)
 
@@ -42,6 +43,11 @@ class BackgroundLoad:
             log.error("loading the model failed: %s", e)
         finally:
             self._done.set()
+
+    def report(self, stage: str) -> None:
+        """Called by `load()` as it goes; `describe()` shows the latest stage while loading."""
+        self._stage = stage
+        log.info("%s", stage)
 
     @property
     def state(self) -> str:
@@ -70,6 +76,8 @@ class BackgroundLoad:
         if self.state == "ready":
             return {**self._engine.describe(), "state": "ready"}
         info = {**self._planned, "state": self.state, "busy": True}
+        if self._stage and self.state == "loading":
+            info["stage"] = self._stage
         if self._error is not None:
             info["error"] = str(self._error)
         return info

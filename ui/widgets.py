@@ -192,11 +192,17 @@ def header_markdown(info: dict, title: str) -> str:
         (f"{info.get('model') or 'model'}: {files} · {info.get('resolution')} px · "
         f"{info.get('threads')} threads · context {info.get('n_ctx')} · FastVLM weights: Apple AMLR licence"),
     ]
+    sources = info.get("sources") or {}
+    if sources:
+        lines.append("<small>" + " · ".join(f"{part}: {html.escape(where)}" for part, where in sources.items()) +
+                     (f" · vision runtime: {html.escape(info['vision_runtime'])}" if info.get("vision_runtime") else "")
+                     + "</small>")
     if info.get("synthetic"):
         lines.append("**⚠ synthetic weights: answers are gibberish** (random-weight test models)")
     state = info.get("state", "ready")
     if state == "loading":
-        lines.append("⏳ *loading the model and warming up…* (questions asked now wait for it)")
+        stage = html.escape(info.get("stage") or "loading the model and warming up")
+        lines.append(f"⏳ *{stage}…* (questions asked now wait for it)")
     elif state == "failed":
         lines.append(f"**✖ the model could not be loaded:** {html.escape(info.get('error', ''))}")
     return "\n\n".join(lines)

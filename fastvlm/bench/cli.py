@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     images = find_images(args.images) if args.images else sample_images()
     prompts = args.prompts.read_text().split("\n") if args.prompts else list(DEFAULT_PROMPTS)
     prompts = [p for p in prompts if p.strip()] or list(DEFAULT_PROMPTS)
-    size = args.resolution
+    size = args.resolution or engine.resolution
     try:
         records = timed_runs(engine, images, prompts, runs=args.num_runs, warmup=args.warmup_runs, size=size,
                              max_tokens=args.max_tokens, follow_up=args.follow_up, prepared=args.prepared)

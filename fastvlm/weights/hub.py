@@ -10,6 +10,7 @@ per candidate.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class Hub:
     endpoint: str | None = None
     cache_dir: Path | None = None
     offline: bool | None = None  # None: huggingface_hub decides (HF_HUB_OFFLINE)
+    report: Callable[[str], None] | None = None  # told "downloading <file>" before each download (UI header)
     unreachable: str | None = field(default=None, init=False)  # why the Hub could not be reached, once seen
 
     @property
@@ -40,6 +42,15 @@ class Hub:
         from huggingface_hub import constants
 
         return constants.is_offline_mode()
+
+    @property
+    def own_dir(self) -> Path:
+        """This project's folder beside the Hugging Face cache (conversions, linked graph folders)."""
+        if self.cache_dir is not None:
+            return Path(self.cache_dir).parent / "fastvlm"
+        from huggingface_hub import constants
+
+        return Path(constants.HF_HOME) / "fastvlm"
 
     def cached(self, c: Candidate) -> Path | None:
         """The file from the cache, without any request."""
@@ -60,6 +71,8 @@ class Hub:
             raise HubUnreachable(self.unreachable)
         try:
             log.info("downloading %s (once; it then stays in the Hugging Face cache)", c)
+            if self.report:
+                self.report(f"downloading {c}")
             return Path(hf.hf_hub_download(c.repo, c.path, cache_dir=self.cache_dir, endpoint=self.endpoint,
                                            etag_timeout=ETAG_TIMEOUT_S))
         except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.RemoteEntryNotFoundError) as e:

@@ -9,6 +9,8 @@ then each candidate downloaded (a 404 moves on to the next; an unreachable Hub e
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,23 +62,25 @@ def _one(part: str, explicit: Path | None, models_dir: Path | None, download: bo
     if explicit is not None:
         if not Path(explicit).is_file():
             raise ModelFileError(f"{part} file {explicit} does not exist (given by {FLAGS[part]})")
-        return Path(explicit), f"{explicit} (given)"
+        return Path(explicit), f"{Path(explicit).name} (given)"
     candidates = src.candidates[part]
     if models_dir is not None:
         local = in_folder(Path(models_dir), part, candidates)
         if local is not None:
-            return local, f"{local} (local folder)"
+            return local, f"{local.name} (local folder)"
     for c in candidates:
         cached = hub.cached(c)
-        if cached is not None and _complete(cached, c, hub, fetch=False):
-            return cached, f"{c} (Hugging Face cache)"
+        usable = _complete(cached, c, hub, fetch=False) if cached is not None else None
+        if usable is not None:
+            return usable, f"{c} (Hugging Face cache)"
     reason = "downloads are off (--no-download)"
     if download:
         try:
             for c in candidates:
                 fetched = hub.download(c)
-                if fetched is not None and _complete(fetched, c, hub, fetch=True):
-                    return fetched, f"{c} (downloaded)"
+                usable = _complete(fetched, c, hub, fetch=True) if fetched is not None else None
+                if usable is not None:
+                    return usable, f"{c} (downloaded)"
             reason = "the Hub has none of them"
         except HubUnreachable as e:
             reason = str(e)
@@ -93,19 +97,41 @@ def in_folder(folder: Path, part: str, candidates: tuple[Candidate, ...]) -> Pat
     return None
 
 
-def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> bool:
-    """An ONNX graph with its weights in separate files needs those files beside it (same repo folder)."""
-    if path.suffix != ".onnx":
-        return True
-    for name in external_data(path):
+def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> Path | None:
+    """The graph ready to load: one with its weights in separate files needs them beside it (same repo folder),
+    as real files: ONNX Runtime, OpenVINO and onnx refuse weights behind the cache's symbolic links, so such a
+    graph is hard-linked (copied across file systems) into a folder of its own next to the cache."""
+    names = external_data(path) if path.suffix == ".onnx" else []
+    if not names:
+        return path
+    files = {path.name: path}
+    for name in names:
         beside = Candidate(c.repo, str(Path(c.path).parent / name))
-        if (path.parent / name).is_file():
-            continue
-        got = hub.download(beside) if fetch else hub.cached(beside)
+        got = path.parent / name if (path.parent / name).is_file() else None
+        got = got or (hub.download(beside) if fetch else hub.cached(beside))
         if got is None:
             log.warning("%s needs %s, which is not %s", c, beside, "on the Hub" if fetch else "in the cache")
-            return False
-    return True
+            return None
+        files[name] = got
+    if not any(p.is_symlink() for p in files.values()):
+        return path
+    folder = hub.own_dir / "graphs" / c.repo.replace("/", "--") / path.parent.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, src in files.items():
+        _link(src.resolve(), folder / name)
+    return folder / path.name
+
+
+def _link(src: Path, dst: Path) -> None:
+    if dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.stat().st_ino == src.stat().st_ino:
+        return
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:  # another file system: a copy
+        shutil.copyfile(src, tmp)
+    tmp.replace(dst)
 
 
 def external_data(path: Path) -> list[str]:

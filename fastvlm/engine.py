@@ -28,6 +28,7 @@ from .kv import Image
 from .lm import Cancelled, LanguageModel
 from .textstream import StopMatcher, Utf8Stream
 from .vision import EncodeCancelled, VisionEncoder
+from .vision_runtimes import precision_words
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class Engine:
         lm = LlamaLM.load(config)
         try:
             vision = load_vision(config.vision_path, config.threads, config.vision_runtime, expect_dim=lm.n_embd,
-                                 llm_path=config.llm_path, precision=config.vision_precision)
+                                 llm_path=config.llm_path, precision=config.vision_precision, warm_size=config.resolution)
         except Exception:
             lm.close()
             raise
@@ -116,6 +117,7 @@ class Engine:
             "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
             "vision": str(self.config.vision_path),
             "vision_runtime": " ".join([type(self.vision).__name__, getattr(self.vision, "precision", "")]).strip(),
+            "vision_precision": precision_words(getattr(self.vision, "precision", "f32")),
             "llm": str(self.config.llm_path),
             "resolution": self.resolution,
             "resolutions": list(self.resolutions()),

@@ -1,9 +1,13 @@
 """Vision runtimes for the same `vision.onnx`: ONNX Runtime (default dependency, portable) and OpenVINO
 (optional `openvino` package, often 2x faster on x86; bf16 only where the CPU reports BF16 support).
 
-`load_vision(path, threads, runtime)` picks one: "auto" takes OpenVINO when it is installed, else ONNX
-Runtime; "onnxruntime" / "openvino" force one. Use the separate `openvino` package, never
-`onnxruntime-openvino` (it overwrites onnxruntime's files); both runtimes live in one process.
+`load_vision(path, threads, runtime)` picks one: "auto" takes OpenVINO when it is installed and the graph
+loads and compiles there, else ONNX Runtime (with a logged warning saying why); "onnxruntime" / "openvino"
+force one. Use the separate `openvino` package, never `onnxruntime-openvino` (it overwrites onnxruntime's
+files); both runtimes live in one process.
+
+Precision policy (`precision="auto"`): bf16 compute where the CPU computes bf16 natively (AVX-512 BF16 or
+AMX, `fastvlm.cpu.native_bf16`), f32 everywhere else; `--exact` asks for f32. ONNX Runtime always runs f32.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cpu import cpu_flags, native_bf16
 from .events import ModelFileError
 from .vision import EncodeCancelled, GraphSpec, OnnxVision, VisionEncoder, read_spec
 
@@ -31,13 +36,46 @@ def openvino_available() -> bool:
 
 
 def load_vision(path: Path, threads: int, runtime: str = "auto", expect_dim: int | None = None,
-                llm_path: Path | None = None, precision: str = "auto") -> VisionEncoder:
-    """The vision encoder on the chosen runtime (see module doc)."""
+                llm_path: Path | None = None, precision: str = "auto", warm_size: int | None = None) -> VisionEncoder:
+    """The vision encoder on the chosen runtime (see module doc). `warm_size`: compile for this image size
+    now (OpenVINO), so that under "auto" a graph OpenVINO cannot compile falls back to ONNX Runtime here."""
     if runtime not in RUNTIMES:
         raise ValueError(f"vision runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-    if runtime == "openvino" or (runtime == "auto" and openvino_available()):
-        return OpenVinoVision.load(path, threads, expect_dim, llm_path, precision)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if runtime == "openvino":
+        return _openvino(path, threads, expect_dim, llm_path, precision, warm_size)
+    if runtime == "auto" and openvino_available():
+        try:
+            return _openvino(path, threads, expect_dim, llm_path, precision, warm_size)
+        except Exception as e:  # noqa: BLE001 - any OpenVINO failure: the portable runtime still works
+            log.warning("OpenVINO could not load or compile %s (%s: %s); using ONNX Runtime (f32) instead",
+                        path, type(e).__name__, e)
     return OnnxVision.load(path, threads, expect_dim=expect_dim, llm_path=llm_path)
+
+
+def _openvino(path, threads, expect_dim, llm_path, precision, warm_size) -> "OpenVinoVision":
+    vision = OpenVinoVision.load(path, threads, expect_dim, llm_path, precision)
+    if warm_size is not None:
+        vision.warm_up(warm_size)
+    return vision
+
+
+def use_bf16(precision: str = "auto", flags: frozenset[str] | None = None, core=None) -> bool:
+    """The precision policy: bf16 when asked, or under "auto" where the CPU computes bf16 natively. Where
+    /proc/cpuinfo is unreadable (not Linux), OpenVINO's own report decides."""
+    if precision != "auto":
+        return precision == "bf16"
+    flags = cpu_flags() if flags is None else flags
+    return native_bf16(flags) if flags else cpu_supports_bf16(core)
+
+
+def precision_words(precision: str, native: bool | None = None) -> str:
+    """The policy in words for the header: why the vision encoder computes in this precision."""
+    native = native_bf16() if native is None else native
+    if precision == "bf16":
+        return "bf16 compute (CPU has native bf16)" if native else "bf16 compute (emulated: no native bf16)"
+    return "f32 (exact)" if native else "f32 (CPU has no native bf16)"
 
 
 def cpu_supports_bf16(core=None) -> bool:
@@ -89,7 +127,7 @@ class OpenVinoVision:
         except Exception as e:  # OpenVINO raises RuntimeError subclasses for unreadable graphs
             raise ModelFileError(f"{path} is not a loadable ONNX model ({e}); re-download or re-convert it") from e
         spec = read_spec(path, _ov_io(model.inputs), _ov_io(model.outputs), expect_dim=expect_dim, llm_path=llm_path)
-        bf16 = precision == "bf16" or (precision == "auto" and cpu_supports_bf16(core))
+        bf16 = use_bf16(precision, core=core)
         config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
                   "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
         log.info("OpenVINO vision runtime, %s precision, %d threads", config["INFERENCE_PRECISION_HINT"], threads)

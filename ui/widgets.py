@@ -196,6 +196,7 @@ def header_markdown(info: dict, title: str) -> str:
     if sources:
         lines.append("<small>" + " · ".join(f"{part}: {html.escape(where)}" for part, where in sources.items()) +
                      (f" · vision runtime: {html.escape(info['vision_runtime'])}" if info.get("vision_runtime") else "")
+                     + (f" · {html.escape(info['vision_precision'])}" if info.get("vision_precision") else "")
                      + "</small>")
     if info.get("synthetic"):
         lines.append("**⚠ synthetic weights: answers are gibberish** (random-weight test models)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import TRAINED_RESOLUTION, EngineConfig, GenerationOptions, physical_cores
 from .events import Done, FirstToken, InputError, ModelFileError, Notice, Request, TextDelta
+from .weights.official import DEFAULT_MODEL
 from .weights.sources import SOURCES
 
 log = logging.getLogger("fastvlm")
@@ -27,8 +28,16 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--models", type=Path, default=env("FASTVLM_MODELS"),
                    help="folder holding vision.onnx + llm.gguf [FASTVLM_MODELS]")
     g.add_argument("--no-download", action="store_true", help="never download weights")
-    g.add_argument("--source", choices=sorted(SOURCES), default=env("FASTVLM_SOURCE", "prebuilt"),
-                   help="which published files to fetch when none are given [FASTVLM_SOURCE]")
+    g.add_argument("--source", choices=("official", *SOURCES), default=env("FASTVLM_SOURCE"),
+                   help="where the weights come from when no files are given: official (Apple's checkpoint, "
+                        "converted once on this machine) or prebuilt (published CPU files); default: official, "
+                        "prebuilt if that fails [FASTVLM_SOURCE]")
+    g.add_argument("--model", default=env("FASTVLM_MODEL", DEFAULT_MODEL),
+                   help="the official checkpoint (apple/FastVLM-0.5B, -1.5B, -7B) [FASTVLM_MODEL]")
+    g.add_argument("--quant", default=env("FASTVLM_QUANT", "auto"),
+                   choices=("auto", "bf16", "q8_0", "iq4_nl", "q4_k_m", "f16", "f32"),
+                   help="GGUF type of the official conversion; auto: bf16 where the CPU has native bf16 (exact "
+                        "to the weights), else q8_0; iq4_nl is the fastest [FASTVLM_QUANT]")
     g.add_argument("--exact", action="store_true",
                    help="f32 everywhere (vision compute, KV cache): the setting under which answers match the "
                         "transformers reference token for token; slower")
@@ -48,7 +57,8 @@ def model_paths(args: argparse.Namespace, download: bool | None = None, report=N
     from .weights import Hub, resolve
 
     download = not args.no_download if download is None else download
-    return resolve(args.vision, args.llm, args.models, download=download, source=args.source, hub=Hub(report=report))
+    return resolve(args.vision, args.llm, args.models, download=download, source=args.source, hub=Hub(report=report),
+                   model=args.model, quant="f32" if getattr(args, "exact", False) else args.quant, threads=args.threads)
 
 
 def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:

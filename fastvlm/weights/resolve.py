@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..events import ModelFileError
+from . import official
 from .hub import Hub, HubUnreachable
+from .official import DEFAULT_MODEL
 from .sources import LOCAL_NAMES, PARTS, SOURCES, Candidate, Source
 
 log = logging.getLogger(__name__)
@@ -31,10 +33,37 @@ class ModelPaths:
 
 
 def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Path | None = None,
-            download: bool = True, source: Source | str = "prebuilt", hub: Hub | None = None) -> ModelPaths:
-    """Both files, each from the first place that has it; one clear error naming what is missing."""
-    src = SOURCES[source] if isinstance(source, str) else source
+            download: bool = True, source: str | None = None, hub: Hub | None = None,
+            model: str = DEFAULT_MODEL, quant: str = "auto", threads: int | None = None) -> ModelPaths:
+    """Both files, each from the first place that has it; one clear error naming what is missing.
+
+    `source`: "official" (Apple's checkpoint `model`, converted once), "prebuilt" (the published CPU files),
+    or None: official, falling back to prebuilt (FastVLM-0.5B only) when it cannot be fetched or converted."""
     hub = hub or Hub()
+    given = [p for p in (vision, llm) if p is not None] or ([models_dir] if models_dir is not None else [])
+    if source != "prebuilt" and not given:
+        try:
+            return _official(model, hub, quant, download, threads)
+        except (ModelFileError, HubUnreachable, ValueError, OSError) as e:
+            if source == "official" or model != DEFAULT_MODEL:
+                raise ModelFileError(f"{model} could not be fetched or converted: {e}") from e
+            log.warning("the official checkpoint %s could not be fetched or converted (%s); using the prebuilt "
+                        "files instead (--source prebuilt)", model, e)
+            if hub.report:
+                hub.report(f"{model} unavailable; using the prebuilt files")
+    return _prebuilt(vision, llm, models_dir, download, SOURCES["prebuilt"], hub)
+
+
+def _official(model: str, hub: Hub, quant: str, download: bool, threads: int | None) -> ModelPaths:
+    vision, llm, origin = official.converted(model, hub, quant, download, threads, hub.report)
+    paths = ModelPaths(vision, llm, {"vision": origin, "llm": origin})
+    validate(paths)
+    log.info("model: %s", origin)
+    return paths
+
+
+def _prebuilt(vision: Path | None, llm: Path | None, models_dir: Path | None, download: bool, src: Source,
+              hub: Hub) -> ModelPaths:
     found, origin, missing = {}, {}, []
     for part, explicit in (("vision", vision), ("llm", llm)):
         try:

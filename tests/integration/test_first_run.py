@@ -199,3 +199,59 @@ def test_cache_files_are_reused_not_copied(published, photo, tmp_path):
     blobs = list((tmp_path / "hf" / "hub").glob("models--*/blobs/*"))
     assert len(blobs) == 3 and not list((tmp_path / "hf" / "hub").glob("**/*.incomplete"))
     shutil.rmtree(tmp_path / "hf")
+
+
+# -- the official checkpoint ------------------------------------------------------------------------------
+NO_TORCH = ("import pathlib; pathlib.Path(__file__).parents[1].joinpath('imported').write_text(__name__)\n"
+            "raise ImportError(__name__ + ' must not be imported by the app or the conversion')\n")
+
+
+@pytest.fixture
+def no_torch(tmp_path) -> str:
+    """A PYTHONPATH entry whose torch/timm/transformers fail to import: the child process proves it never needs them."""
+    for name in ("torch", "timm", "transformers"):
+        (tmp_path / "poison" / name).mkdir(parents=True)
+        (tmp_path / "poison" / name / "__init__.py").write_text(NO_TORCH)
+    return str(tmp_path / "poison")
+
+
+def test_no_flags_fetch_apples_checkpoint_and_convert_it_once_without_torch(apple_checkpoint, photo, tmp_path,
+                                                                          no_torch):
+    hub = FakeHub()
+    for f in apple_checkpoint.iterdir():
+        hub.add("apple/FastVLM-0.5B", f.name, f)
+    hub.start()
+    env = env_for(hub.url, tmp_path / "hf", PYTHONPATH=no_torch)
+    try:
+        first = predict(env, photo, "--resolution", "512")
+        assert first.returncode == 0, first.stderr
+        out = json.loads(first.stdout)
+        assert out["answer"] and out["image_tokens"] == 64
+        assert out["sources"]["llm"].startswith("apple/FastVLM-0.5B@") and "(converted now)" in out["sources"]["llm"]
+        for stage in ("downloading apple/FastVLM-0.5B", "converting vision", "writing language model"):
+            assert stage in first.stderr
+        second = predict({**env, "HF_HUB_OFFLINE": "1"}, photo, "--resolution", "512")
+        assert second.returncode == 0, second.stderr
+        assert "(cache)" in json.loads(second.stdout)["sources"]["llm"] and "converting" not in second.stderr
+        assert json.loads(second.stdout)["answer"] == out["answer"]
+    finally:
+        hub.stop()
+    assert not (Path(no_torch) / "imported").exists(), "the run imported " + (Path(no_torch) / "imported").read_text()
+    converted = list((tmp_path / "hf" / "fastvlm" / "converted").glob("*/*"))
+    assert len(converted) == 1 and not any(".tmp" in p.name for p in converted)
+
+
+def test_an_unconvertible_official_repo_falls_back_to_the_prebuilt_files(published, photo, tmp_path):
+    hub = hub_with(published, ONNX_COMMUNITY, GGUF_NEW)
+    hub.add("apple/FastVLM-0.5B", "config.json", b"{not json")
+    hub.add("apple/FastVLM-0.5B", "model.safetensors", b"\0" * 16)
+    try:
+        run = predict(env_for(hub.url, tmp_path / "hf"), photo)
+        explicit = predict(env_for(hub.url, tmp_path / "hf"), photo, "--source", "official")
+    finally:
+        hub.stop()
+    assert run.returncode == 0, run.stderr
+    assert "using the prebuilt files" in run.stderr
+    assert json.loads(run.stdout)["sources"]["llm"] == f"{GGUF_NEW}/fastvlm_qwen2_Q4_K_M.gguf (downloaded)"
+    assert explicit.returncode == 2 and "could not be fetched or converted" in explicit.stderr
+    assert "Traceback" not in explicit.stderr

@@ -1,0 +1,85 @@
+"""Apple's own checkpoint (`apple/FastVLM-0.5B`, `-1.5B`, `-7B`) as the source: downloaded with
+`huggingface_hub`, converted once without torch (fastvlm.convert.build) into a folder keyed by the repo's
+revision, the converter's version and the GGUF type, and reused from then on.
+
+A conversion is written into a temporary folder and renamed into place only when complete, so a
+half-written one (a killed process, a full disk) is never used; the next start converts again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ..events import ModelFileError
+from .hub import Hub
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "apple/FastVLM-0.5B"
+# What a conversion reads: weights (one file or shards + index), config, slow-tokenizer files.
+PATTERNS = ["config.json", "*.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt",
+            "tokenizer_config.json", "added_tokens.json", "special_tokens_map.json", "generation_config.json"]
+CONVERTER_MODULES = ("build.py", "vision_graph.py", "text_gguf.py", "arch.py", "checkpoint.py", "vocab.py",
+                     "safetensors_np.py")
+DONE = "conversion.json"  # written last: its presence marks a complete folder
+
+
+def converter_version() -> str:
+    """A hash of the converter's code: a changed converter converts again instead of reusing old output."""
+    here = Path(__file__).resolve().parents[1] / "convert"
+    h = hashlib.sha256()
+    for name in CONVERTER_MODULES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:10]
+
+
+def converted(repo: str, hub: Hub, quant: str = "auto", download: bool = True, threads: int | None = None,
+              report: Callable[[str], None] | None = None) -> tuple[Path, Path, str]:
+    """(vision.onnx, llm.gguf, where they came from) for the checkpoint `repo`, converting it if needed.
+    Raises `ModelFileError` (or `HubUnreachable`) when it cannot be fetched, `ValueError` when it cannot be
+    converted."""
+    from ..convert.text_gguf import resolve_quant
+
+    say = report or log.info
+    quant = resolve_quant(quant)
+    snapshot = _snapshot(repo, hub, download, say)
+    out = hub.own_dir / "converted" / repo.replace("/", "--") / f"{snapshot.name[:12]}-{converter_version()}-{quant}"
+    origin = f"{repo}@{snapshot.name[:12]} converted to ONNX + {quant.upper()} GGUF"
+    if (out / DONE).is_file():
+        return out / "vision.onnx", out / "llm.gguf", f"{origin} (cache)"
+    _convert(snapshot, out, quant, threads, say)
+    return out / "vision.onnx", out / "llm.gguf", f"{origin} (converted now)"
+
+
+def _snapshot(repo: str, hub: Hub, download: bool, say: Callable[[str], None]) -> Path:
+    if not download:
+        hub = Hub(hub.endpoint, hub.cache_dir, offline=True)
+    else:
+        say(f"downloading {repo}")
+    snapshot = hub.download_snapshot(repo, PATTERNS)
+    if not (snapshot / "config.json").is_file() or not list(snapshot.glob("*.safetensors")):
+        raise ModelFileError(f"{repo} has no config.json + *.safetensors: not a FastVLM checkpoint")
+    return snapshot
+
+
+def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Callable[[str], None]) -> None:
+    from ..convert.build import convert_checkpoint
+
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    say(f"converting {snapshot.parent.parent.name} (once; about a minute for 0.5B)")
+    try:
+        convert_checkpoint(snapshot, tmp, quant, threads=threads, progress=say)
+        (tmp / DONE).write_text(json.dumps({"checkpoint": str(snapshot), "quant": quant,
+                                            "converter": converter_version()}))
+        shutil.rmtree(out, ignore_errors=True)  # an older incomplete one
+        tmp.replace(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -20,7 +20,8 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
     `speech`: `ui.voice_session.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
-    with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
+    with gr.Blocks(title=settings.title, analytics_enabled=False,
+                   delete_cache=(settings.cache_sweep_s, settings.cache_max_age_s)) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
         _refresh_while_loading(engine, settings, header, loading=info.get("state") == "loading")

@@ -17,6 +17,11 @@ class AppSettings:
     frame_every_s: float = 0.5  # how often the live webcam sends its latest frame
     camera_resolution: int | None = None  # snapshot + live image size; None: the engine's configured one
     ui_update_s: float = 0.05  # coalesce text deltas into at most one page update per this many seconds
+    # Gradio copies every upload, webcam frame and spoken sentence into its cache folder (GRADIO_TEMP_DIR);
+    # every `cache_sweep_s` the app's files there older than `cache_max_age_s` are deleted (an image still in
+    # a conversation is kept: each question refreshes it). Files held at once: about creation rate x (age + sweep).
+    cache_sweep_s: int = 60
+    cache_max_age_s: int = 1800
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
     voice_chunk_s: float = 0.25  # how often the hands-free microphone sends what it heard
@@ -35,5 +40,7 @@ class AppSettings:
             raise ValueError("voice_chunk_s must be between 0.05 and 2 seconds")
         if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
+        if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:
+            raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
         if self.voice_keep_audio < 1 or self.voice_max_new_tokens < 1:
             raise ValueError("voice_keep_audio and voice_max_new_tokens must be at least 1")

@@ -6,6 +6,7 @@ starts a new conversation and is prepared (encoded + prefilled) while the questi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -91,6 +92,15 @@ def prepare(engine: Backend, image: str | None, resolution: int) -> None:
         gr.Warning(toast_text(e), title="This image cannot be used")
 
 
+def keep_in_cache(image) -> None:
+    """Refresh an upload's age: Gradio's cache sweep (`delete_cache`) deletes files by age, not by use."""
+    if isinstance(image, (str, os.PathLike)):
+        try:
+            os.utime(image)
+        except OSError:  # already gone: loading it says so
+            pass
+
+
 def guard(session: ImageSession, image: str | None, *_) -> None:
     """Runs at once on Submit: refuses a missing image or a second click while an answer streams."""
     if image is None:
@@ -105,6 +115,7 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
     try:
         if image is None:
             raise gr.Error(NO_IMAGE, title="No image", print_exception=False)
+        keep_in_cache(image)
         if image != session.image:
             session.restart(image)
         conversation, history = session.conversation, tuple(session.history)
@@ -113,7 +124,7 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
         part = Partial()
         yield messages(history, (q, "")), readout_html(metrics_text(part), "metrics"), ""
         try:
-            for part in follow(engine.stream(request), every_s):
+            for part in follow(engine.stream(request, cancel=session.turnstile.token), every_s):
                 yield messages(history, (q, part.text)), readout_html(metrics_text(part), "metrics"), gr.skip()
         except gr.Error:
             yield messages(history), readout_html("", "metrics"), q
@@ -131,7 +142,7 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
 # -- layout ------------------------------------------------------------------------------------------
 def build_image_tab(engine: Backend, settings: AppSettings) -> None:
     configured = engine.describe()["resolution"]
-    session = gr.State(ImageSession())
+    session = gr.State(ImageSession(), delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             image = readable_uploads(gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],

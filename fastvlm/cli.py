@@ -146,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     convert_cli.add_arguments(p)
     p = sub.add_parser("parity", help="check the engine against transformers on random FastVLMs")
     convert_cli.add_parity_arguments(p)
+    from .doctor import cli as doctor_cli
+
+    p = sub.add_parser("doctor", help="check the install: CPU, runtimes, model files, known answers (exit 1 on a problem)")
+    add_model_arguments(p)
+    doctor_cli.add_arguments(p)
     return parser
 
 
@@ -191,6 +196,12 @@ def _parity(args: argparse.Namespace) -> int:
     return convert_cli.run_parity_command(args)
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import cli as doctor_cli
+
+    return doctor_cli.run(args, model_paths, engine_config)
+
+
 def download(args: argparse.Namespace) -> int:
     """Fetch the weights into the Hugging Face cache (or find them there) and say where each came from."""
     paths = model_paths(args)
@@ -200,7 +211,7 @@ def download(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"predict": predict, "download": download, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice,
-            "convert": _convert, "parity": _parity}
+            "convert": _convert, "parity": _parity, "doctor": _doctor}
 
 
 def main(argv: list[str] | None = None) -> int:

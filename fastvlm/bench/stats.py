@@ -26,11 +26,15 @@ def summarize(values: list[float]) -> dict[str, float]:
     }
 
 
-def machine_info(threads: int) -> dict:
+PACKAGES = ("llama-cpp-python", "onnxruntime", "openvino", "numpy", "pillow")
+
+
+def machine_info(threads: int, packages: tuple[str, ...] = PACKAGES) -> dict:
+    """The CPU, cores, memory, Python and the installed versions of `packages` (missing ones left out)."""
     import psutil
 
     versions = {}
-    for pkg in ("llama-cpp-python", "onnxruntime", "openvino", "numpy", "pillow"):
+    for pkg in packages:
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:

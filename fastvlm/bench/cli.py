@@ -27,11 +27,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prepared", action="store_true", help="also time questions on an image prepared ahead")
     p.add_argument("--raw", action="store_true", help="time bare session.run + llama.cpp loops; print ratios")
     p.add_argument("--soak", type=int, default=0, metavar="N", help="then run N mixed requests; report RSS, temp files")
+    p.add_argument("--journeys", action="store_true",
+                   help="time each tab as a person uses it (upload->ask, snapshot, live, voice, stop), engine-only")
+    p.add_argument("--quick", action="store_true", help="with --journeys: short runs, few repeats (CI smoke test)")
+    p.add_argument("--no-voice", action="store_true", help="with --journeys: leave out the voice journey")
     p.add_argument("--report-json", type=Path)
-    p.add_argument("--plot", type=Path, help="PNG of the TTFT distribution and stage breakdown")
+    p.add_argument("--plot", type=Path, help="PNG of the TTFT distribution and stage breakdown (journeys: their bars)")
 
 
 def run(args: argparse.Namespace, engine_factory) -> int:
+    if args.journeys:
+        return run_journeys(args, engine_factory)
     t = time.perf_counter()
     engine = engine_factory(args)
     load_s = time.perf_counter() - t
@@ -108,3 +114,31 @@ def _print(report: dict) -> None:
         print(f"      soak: {s['requests']} requests, RSS {s['rss_start_mib']:.0f} -> {s['rss_end_mib']:.0f} MiB "
               f"({s['rss_growth'] * 100:+.1f} %), peak {s['peak_rss_mib']:.0f} MiB, temp files left: "
               f"{len(s['temp_files_left'])}")
+
+
+def run_journeys(args: argparse.Namespace, engine_factory) -> int:
+    """`bench --journeys`: the report's `journeys` object (see fastvlm.bench.journeys), targets met, raw floor."""
+    import os
+
+    from .journey_report import TARGETS, draw_journeys, print_journeys, run_all, verdicts
+    from .journeys import JourneySettings
+
+    settings = JourneySettings.quick() if args.quick else JourneySettings()
+    engine = engine_factory(args)
+    size = args.resolution or engine.resolution
+    report = {"machine": machine_info(args.threads), "model": engine.describe(), "resolution": size,
+              "settings": asdict(settings), "load_before": os.getloadavg()[0]}
+    try:
+        report["journeys"] = run_all(engine, size, settings, args.threads, voice=not args.no_voice)
+        if args.raw:
+            report["raw"] = _raw(engine, sample_images(), list(DEFAULT_PROMPTS), args, size)
+    finally:
+        engine.close()
+    report["load_after"] = os.getloadavg()[0]
+    report["targets"], report["targets_met"] = TARGETS, verdicts(report["journeys"], size)
+    print_journeys(report)
+    if args.report_json:
+        write_report(args.report_json, report)
+    if args.plot:
+        draw_journeys(report, args.plot)
+    return 0

@@ -1,0 +1,129 @@
+"""Running the journeys in order, their summaries against the issue's targets, the printout and the plot."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import tempfile
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+from . import journeys as j
+from .stats import summarize
+
+log = logging.getLogger(__name__)
+
+# Targets on a 2-vCPU AVX-512 machine, real-shape models, default settings (issue #13). Seconds.
+TARGETS = {
+    "upload_ask": {"median_s": 0.2},
+    "upload_ask_early": {},
+    "snapshot": {"median_s": 0.2},
+    "live": {"skipped_share": 0.10, "lag_s": 4.0},
+    "voice": {"median_s": {512: 1.5, 1024: 2.0}},
+    "stop": {"median_s": 0.3},
+    "cold": {"median_s": {512: 0.6, 1024: 2.0}},
+}
+
+
+def _timing(values: list[float]) -> dict:
+    s = summarize(values)
+    return {"median_s": s["median"], "p90_s": s["p90"], "min_s": s["min"], "max_s": s["max"], "n": s["n"]}
+
+
+def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice: bool = True) -> dict:
+    """Every journey once over, in the order a person would meet them; the `journeys` object of the report."""
+    frames = j.Frames(seed=size)
+    out: dict = {}
+    cold = [j.cold(engine, frames, size, settings.max_tokens) for _ in range(settings.repeats + 1)][1:]  # 1 warm-up
+    stages = {k: statistics.median(r[k] for r in cold) for k in ("encode_s", "prefill_s")}
+    out["cold"] = {**_timing([r["ttft_s"] for r in cold]), **stages, "runs": cold}
+    for key, delay in (("upload_ask", settings.typing_s), ("upload_ask_early", settings.early_s),
+                       ("snapshot", settings.snapshot_s)):
+        rows = [j.prepare_then_ask(engine, frames, size, delay, settings.max_tokens) for _ in range(settings.repeats)]
+        out[key] = {**_timing([r["ttft_s"] for r in rows]), "delay_s": delay, "runs": rows}
+        log.info("%s: median %.3f s", key, out[key]["median_s"])
+    live = j.live(engine, frames, size, settings)
+    answered = live["answered_runs"]
+    out["live"] = {**_timing([r["ttft_s"] for r in answered] or [float("nan")]), "offered": live["offered"],
+                   "answered": len(answered), "skipped": live["skipped"], "cadence_s": settings.cadence_s,
+                   "lag_s": statistics.median([r["lag_s"] for r in answered]) if answered else None,
+                   "lag_p90_s": summarize([r["lag_s"] for r in answered]).get("p90"), "runs": answered}
+    stops = [j.stop(engine, frames, size, at, stages, settings.max_tokens) for at in ("encode", "prefill")
+             for _ in range(settings.repeats)]
+    out["stop"] = {**_timing([r["to_idle_s"] for r in stops]), "runs": stops,
+                   **{f"mid_{at}": _timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
+                      for at in ("encode", "prefill")}}
+    if voice:
+        with tempfile.TemporaryDirectory(prefix="fastvlm-journey-tts-") as audio_dir:
+            rows = j.voice(engine, frames, size, settings, threads, Path(audio_dir))
+        out["voice"] = {**_timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
+                        "runs": rows}
+    return out
+
+
+def verdicts(journeys: dict, size: int) -> dict[str, bool]:
+    """Which targets the measured journeys meet (a journey without a target, or not run, is left out)."""
+    met: dict[str, bool] = {}
+    for key, target in TARGETS.items():
+        got = journeys.get(key)
+        if not got or not target:
+            continue
+        checks = []
+        for name, limit in target.items():
+            limit = limit.get(size) if isinstance(limit, dict) else limit
+            if limit is None:
+                continue
+            value = got["skipped"] / max(got["offered"], 1) if name == "skipped_share" else got.get(name)
+            checks.append(value is not None and value <= limit)
+        if checks:
+            met[key] = all(checks)
+    return met
+
+
+def print_journeys(report: dict) -> None:
+    m, size = report["machine"], report["resolution"]
+    print(f"journeys @ {size} px · {report['model'].get('model')} · {report['model'].get('vision_runtime')} · "
+          f"{m['cpu']} ({', '.join(m['cpu_features'])}) · {m['threads']} threads · load {report['load_before']:.2f}")
+    met = report["targets_met"]
+    for key, r in report["journeys"].items():
+        extra = ""
+        if key == "live":
+            extra = f" · answered {r['answered']}/{r['offered']}, skipped {r['skipped']}, lag {r['lag_s'] or 0:.2f} s"
+        elif key == "voice":
+            extra = f" · WER {r['wer']:.2f}"
+        verdict = {True: " · meets target", False: " · MISSES target"}.get(met.get(key), "")
+        print(f"{key:>17}: median {r['median_s']:.3f} s · p90 {r['p90_s']:.3f} s{extra}{verdict}")
+    if "raw" in report:
+        raw = report["raw"]
+        print(f"{'raw floor':>17}: encode {raw['encode_s']:.3f} s + prefill {raw['prefill_s']:.3f} s = TTFT "
+              f"{raw['ttft_s']:.3f} s · cold engine/raw {report['journeys']['cold']['median_s'] / raw['ttft_s']:.3f}")
+
+
+W, ROW, PAD = 900, 34, 160
+
+
+def draw_journeys(report: dict, path: Path) -> Path:
+    """Horizontal bars: median (solid) and p90 (outline) of each journey, the target as a red tick."""
+    rows = [(k, r) for k, r in report["journeys"].items() if r.get("median_s") == r.get("median_s")]  # not NaN
+    img = Image.new("RGB", (W, 60 + ROW * len(rows) + 20), "white")
+    d = ImageDraw.Draw(img)
+    m = report["machine"]
+    d.text((10, 8), f"{report['model'].get('model')} @ {report['resolution']} px, {m['threads']} threads, "
+                    f"{report['model'].get('vision_runtime')} · {m['cpu']}", fill="black")
+    d.text((10, 26), "seconds: median (bar), p90 (outline), target (red)", fill="black")
+    scale = max(max(r["p90_s"] for _, r in rows), 0.5) * 1.1
+    for i, (key, r) in enumerate(rows):
+        y = 50 + i * ROW
+        px = lambda s: PAD + (W - PAD - 60) * s / scale  # noqa: E731
+        d.text((10, y + 8), key, fill="black")
+        d.rectangle((PAD, y + 4, px(r["p90_s"]), y + ROW - 8), outline=(66, 133, 244))
+        d.rectangle((PAD, y + 4, px(r["median_s"]), y + ROW - 8), fill=(66, 133, 244))
+        d.text((px(r["p90_s"]) + 6, y + 8), f"{r['median_s']:.2f}", fill="black")
+        limit = TARGETS.get(key, {}).get("median_s")
+        limit = limit.get(report["resolution"]) if isinstance(limit, dict) else limit
+        if limit is not None:
+            d.line((px(limit), y, px(limit), y + ROW - 4), fill=(220, 0, 0), width=3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+    return path

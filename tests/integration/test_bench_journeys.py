@@ -1,0 +1,46 @@
+"""`bench --journeys --quick` on the tiny models: every journey runs through the engine API the UI uses (smoke
+test; structure and sanity, never timing thresholds). Real-shape numbers come from the bench itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fastvlm.bench.journey_report import verdicts
+from fastvlm.cli import main
+
+KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "stop", "cold"}
+
+
+def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
+    pytest.importorskip("faster_whisper")
+    out, plot = tmp_path / "j.json", tmp_path / "j.png"
+    rc = main(["bench", "--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--no-download",
+               "--resolution", "128", "--threads", "2", "--n-ctx", "1024", "--journeys", "--quick", "--raw",
+               "--num-runs", "1", "--report-json", str(out), "--plot", str(plot)])
+    assert rc == 0 and plot.stat().st_size > 1000
+    report = json.loads(out.read_text())
+    j = report["journeys"]
+    assert set(j) == KEYS
+    for key, r in j.items():
+        assert r["median_s"] > 0 and r["p90_s"] >= r["median_s"], key
+    live = j["live"]
+    assert live["answered"] + live["skipped"] == live["offered"] == len(live["runs"]) + live["skipped"]
+    assert all(row["lag_s"] >= row["end_s"] >= row["ttft_s"] > 0 for row in live["runs"])
+    stops = j["stop"]["runs"]
+    assert len(stops) == 2 * report["settings"]["repeats"] and all(r["idle"] for r in stops)
+    assert {r["aimed_at"] for r in stops} == {"encode", "prefill"}
+    assert all(isinstance(r["prepared"], bool) for r in j["upload_ask"]["runs"])
+    assert 0 <= j["voice"]["wer"] <= 1 and j["voice"]["runs"][0]["transcript"]
+    assert report["machine"]["cpu"] and report["raw"]["ttft_s"] > 0
+    assert set(report["targets_met"]) <= KEYS
+
+
+def test_verdicts_follow_the_targets_per_resolution():
+    journeys = {"cold": {"median_s": 1.0}, "voice": {"median_s": 1.8},
+                "live": {"median_s": 1.0, "offered": 10, "skipped": 2, "lag_s": 3.0}, "upload_ask_early": {"median_s": 9}}
+    assert verdicts(journeys, 1024) == {"cold": True, "voice": True, "live": False}  # 20 % skipped
+    assert verdicts(journeys, 512) == {"cold": False, "voice": False, "live": False}
+    journeys["live"]["skipped"] = 1
+    assert verdicts(journeys, 1024)["live"] is True

@@ -160,7 +160,8 @@ class Engine:
         self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
         with self._turn(wait):
-            if cancel.cancelled:
+            if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
+                yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
                 return
             try:
                 yield from self._run(request, t0, cancel)

@@ -87,6 +87,7 @@ class LlamaLM:
         # batch than its own trips GGML_ASSERT and aborts the process)
         self.n_ctx = llama_cpp.llama_n_ctx(ctx)
         self.n_batch = min(config.n_batch, llama_cpp.llama_n_batch(ctx), llama_cpp.llama_n_ubatch(ctx))
+        self._chunk = max(1, config.prefill_chunk)  # a cancel is seen between steps of this size
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
         self._tok_batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
         self._emb_batch = llama_cpp.llama_batch_init(self.n_batch, self.n_embd, 1)
@@ -176,7 +177,7 @@ class LlamaLM:
         if logits:
             keep = min(keep, len(wanted) - 1)  # the last position is evaluated again, for its logits
         self._truncate(keep)
-        todo = chunks(parts, keep, self.n_batch)
+        todo = chunks(parts, keep, min(self.n_batch, self._chunk))
         for i, chunk in enumerate(todo):
             if should_stop is not None and should_stop():
                 raise Cancelled()

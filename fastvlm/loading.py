@@ -63,8 +63,8 @@ class BackgroundLoad:
             raise ModelFileError(f"the model could not be loaded: {self._error}")
         return self._engine
 
-    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
-        yield from self.ready(wait).stream(request, wait)
+    def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
+        yield from self.ready(wait).stream(request, wait, cancel)
 
     def answer(self, request: Request, wait: float | None = None):
         return self.ready(wait).answer(request, wait)

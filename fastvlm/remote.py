@@ -103,10 +103,11 @@ class RemoteEngine:
         return engine
 
     # -- requests -------------------------------------------------------------
-    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
+    def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
         """Events for one request, as `Engine.stream` yields them. `wait`: seconds the server may queue the
         request (None: the server's own limit; 0: `Busy` at once if busy). Closing the generator closes the
-        HTTP response, which frees the server's engine."""
+        HTTP response, which frees the server's engine (`cancel` is not sent over HTTP: the closed response stops
+        the server's answer within one step)."""
         t0 = self._clock()
         if wait == 0 and self.busy:
             raise Busy("this client is still receiving another answer")

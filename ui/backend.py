@@ -11,7 +11,7 @@ from fastvlm.events import Event, Request
 class Backend(Protocol):
     """Single-flight answering: one inference at a time, no per-user state."""
 
-    def stream(self, request: Request, wait: float | None = None) -> Iterator[Event]:
+    def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
         """Events of one answer. `wait=0` raises `fastvlm.events.Busy` on the first `next()` if the
         engine is serving someone else; closing the iterator stops decoding and frees the engine."""
         ...

@@ -84,7 +84,7 @@ def analyse(engine: Backend, session: SnapshotSession, frame: np.ndarray | None,
                           options=GenerationOptions(max_new_tokens=int(max_new_tokens)), resolution=resolution)
         yield "", ttft_html(Partial())
         try:
-            for part in follow(engine.stream(request), every_s):
+            for part in follow(engine.stream(request, cancel=session.turnstile.token), every_s):
                 yield part.text, ttft_html(part)
         except gr.Error:
             yield "", ttft_html(None)
@@ -97,7 +97,7 @@ def analyse(engine: Backend, session: SnapshotSession, frame: np.ndarray | None,
 
 # -- layout ----------------------------------------------------------------------------------------------------
 def build_snapshot_tab(engine: Backend, settings: AppSettings) -> None:
-    session = gr.State(SnapshotSession())
+    session = gr.State(SnapshotSession(), delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
     resolution = settings.camera_resolution
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):

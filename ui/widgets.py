@@ -13,6 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from fastvlm.cancel import CancelToken
 from fastvlm.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,7 @@ class Turnstile:
 
     active: int = 0  # ticket of the running answer, 0 when none
     issued: int = 0
+    token: CancelToken | None = None  # stops the running answer's encode/prefill/decode (Stop, a closed tab)
 
     def enter(self) -> None:
         """Called by the instant guard on Submit: a second click while answering is refused in the page."""
@@ -131,14 +133,18 @@ class Turnstile:
             raise gr.Error(STILL_ANSWERING, title="Busy", print_exception=False)
         self.issued += 1
         self.active = self.issued
+        self.token = CancelToken()
 
     def leave(self, ticket: int) -> None:
         if self.active == ticket:
             self.active = 0
 
     def release(self) -> None:
-        """Stop pressed: the next Submit may start at once."""
+        """Stop pressed (or the tab closed): the running answer stops within a prefill chunk or an encode
+        kernel, and the next Submit may start at once."""
         self.active = 0
+        if self.token is not None:
+            self.token.cancel()
 
 
 def wire_answer(triggers: Sequence, guard: Callable, answer: Callable, inputs: list, outputs: list,

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from ..cancel import CancelToken
 from ..events import Done, Event, Notice, ResultBuilder, Stats, TextDelta
 from ..events import Request as EngineRequest
 from .errors import busy_error, sse_error
@@ -25,8 +26,10 @@ class EngineEvents:
     """Async iteration over `engine.stream()`. The generator runs in worker threads, never two steps at once
     (a cancelled step finishes before the task unwinds), and `aclose()` closes it, freeing the engine."""
 
-    def __init__(self, events: Iterator[Event], limiter: anyio.CapacityLimiter, on_close: Callable[[], None]):
+    def __init__(self, events: Iterator[Event], limiter: anyio.CapacityLimiter, on_close: Callable[[], None],
+                 cancel: CancelToken | None = None):
         self._events, self._limiter, self._on_close = events, limiter, on_close
+        self._cancel = cancel  # stops an encode or prefill in progress when the client goes away
         self._ahead: list[Event] = []
         self._closed = False
 
@@ -52,6 +55,8 @@ class EngineEvents:
         if self._closed:
             return
         self._closed = True
+        if self._cancel is not None:
+            self._cancel.cancel()  # the step in flight (encode, prefill, a token) ends at once
         try:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._events.close, limiter=self._limiter)
@@ -81,7 +86,8 @@ class Gate:
         if shorter) and the first event is there; `Busy` (a 503) otherwise."""
         self._admit()
         wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
-        events = EngineEvents(self.engine.stream(request, wait=wait), self._limiter, self._release)
+        cancel = CancelToken()
+        events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel), self._limiter, self._release, cancel)
         try:
             await events.start()
         except BaseException:

@@ -160,3 +160,54 @@ def test_template_markers_typed_by_the_user_stay_text():
     engine.answer(Request(IMG, "a <|im_end|> b"))
     prompt_ids = lm.prefills[-1]
     assert prompt_ids.count(1001) == 2  # system turn + user turn closers only
+
+
+# -- cancel: Stop, a closed tab or a gone client stops encode and prefill, not only decoding ---------------
+class BlockingVision(FakeVision):
+    """An encode that runs until `cancel()` is called (as ONNX Runtime's terminate / OpenVINO's cancel do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.started, self._stop = threading.Event(), threading.Event()
+
+    def encode(self, pixels):
+        self.started.set()
+        if not self._stop.wait(10):
+            raise AssertionError("never cancelled")
+        from fastvlm.vision import EncodeCancelled
+
+        raise EncodeCancelled()
+
+    def cancel(self):
+        self._stop.set()
+
+
+def _cancel_when(event: threading.Event, token):
+    threading.Thread(target=lambda: (event.wait(10), token.cancel()), daemon=True).start()
+
+
+def test_cancel_abandons_an_encode_and_frees_the_engine():
+    from fastvlm.cancel import CancelToken
+
+    vision = BlockingVision()
+    engine = Engine(vision, FakeLM(b"never"), EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    _cancel_when(vision.started, token)
+    events = list(engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token))
+    assert [type(e).__name__ for e in events] == ["Done"] and events[0].stats.stop_reason == "cancelled"
+    assert not engine.busy
+
+
+def test_cancel_stops_a_prefill_between_chunks_and_decoding_at_once():
+    from fastvlm.cancel import CancelToken
+
+    lm = FakeLM(b"abcdefgh", delay=0.05)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    token.cancel()  # already cancelled: no work at all, one Done
+    (done,) = engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
+    assert done.stats.stop_reason == "cancelled" and lm.prefills == []
+    token = CancelToken()
+    _cancel_when(lm.generating, token)
+    result = engine.answer(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
+    assert result.stats.stop_reason == "cancelled" and len(result.text) < 8 and not engine.busy

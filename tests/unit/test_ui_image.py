@@ -22,7 +22,7 @@ class Recording:
     def __init__(self, engine):
         self.engine, self.requests = engine, []
 
-    def stream(self, request, wait=None):
+    def stream(self, request, wait=None, cancel=None):
         self.requests.append(request)
         return self.engine.stream(request, wait)
 
@@ -168,7 +168,7 @@ def test_resolution_choices_offer_accurate_fast_and_the_configured_size():
 class BusyBackend:
     """A remote backend whose server is full: its stream raises `Busy` (an HTTP 503)."""
 
-    def stream(self, request, wait=None):
+    def stream(self, request, wait=None, cancel=None):
         raise Busy("the server's queue is full; retry after 5 s")
 
 

@@ -23,7 +23,9 @@ log = logging.getLogger("fastvlm")
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     env = os.environ.get
     g = p.add_argument_group("model")
-    g.add_argument("--vision", type=Path, default=env("FASTVLM_VISION"), help="vision encoder .onnx [FASTVLM_VISION]")
+    g.add_argument("--vision", type=Path, default=env("FASTVLM_VISION"),
+                   help="vision encoder .onnx, or `int8`: the calibrated int8 file `convert --int8` wrote beside "
+                        "vision.onnx (only when asked) [FASTVLM_VISION]")
     g.add_argument("--llm", type=Path, default=env("FASTVLM_LLM"), help="language model .gguf [FASTVLM_LLM]")
     g.add_argument("--models", type=Path, default=env("FASTVLM_MODELS"),
                    help="folder holding vision.onnx + llm.gguf [FASTVLM_MODELS]")
@@ -57,8 +59,21 @@ def model_paths(args: argparse.Namespace, download: bool | None = None, report=N
     from .weights import Hub, resolve
 
     download = not args.no_download if download is None else download
-    return resolve(args.vision, args.llm, args.models, download=download, source=args.source, hub=Hub(report=report),
-                   model=args.model, quant="f32" if getattr(args, "exact", False) else args.quant, threads=args.threads)
+    int8 = args.vision is not None and str(args.vision) == "int8"
+    paths = resolve(None if int8 else args.vision, args.llm, args.models, download=download, source=args.source,
+                    hub=Hub(report=report), model=args.model,
+                    quant="f32" if getattr(args, "exact", False) else args.quant, threads=args.threads)
+    return _int8(paths, args) if int8 else paths
+
+
+def _int8(paths, args: argparse.Namespace):
+    """`--vision int8`: the int8 encoder beside the resolved vision.onnx (fastvlm.vision_runtimes.int8_vision)."""
+    from dataclasses import replace
+
+    from .vision_runtimes import int8_vision
+
+    vision = int8_vision(paths.vision, getattr(args, "vision_runtime", "auto"))
+    return replace(paths, vision=vision, sources={**paths.sources, "vision": f"{vision.name} (int8, asked for)"})
 
 
 def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:

@@ -61,6 +61,20 @@ def _openvino(path, threads, expect_dim, llm_path, precision, warm_size) -> "Ope
     return vision
 
 
+INT8_FILES = {"openvino": "vision-int8-ov.onnx", "onnxruntime": "vision-int8-ort.onnx"}  # `convert --int8`
+
+
+def int8_vision(vision: Path, runtime: str = "auto") -> Path:
+    """`--vision int8`: the calibrated int8 encoder `convert --int8` wrote beside `vision` (vision.onnx), the
+    one for the runtime that will run it (each runtime runs only its own file fast). Used only when asked."""
+    ov = runtime == "openvino" or (runtime == "auto" and openvino_available())
+    path = Path(vision).with_name(INT8_FILES["openvino" if ov else "onnxruntime"])
+    if not path.is_file():
+        raise ModelFileError(f"--vision int8: {path} not found; write it with `python -m fastvlm convert ... --int8` "
+                             f"(its accuracy gate keeps only files whose embeddings agree with f32)")
+    return path
+
+
 def use_bf16(precision: str = "auto", flags: frozenset[str] | None = None, core=None) -> bool:
     """The precision policy: bf16 when asked, or under "auto" where the CPU computes bf16 natively. Where
     /proc/cpuinfo is unreadable (not Linux), OpenVINO's own report decides."""

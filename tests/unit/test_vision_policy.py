@@ -60,3 +60,24 @@ def test_header_says_the_policy():
             "sources": {"vision": "local"}, "vision_runtime": "OpenVinoVision bf16",
             "vision_precision": precision_words("bf16", native=True)}
     assert "bf16 compute (CPU has native bf16)" in header_markdown(info, "FastVLM")
+
+
+def test_int8_only_when_asked_and_for_the_runtime_that_runs_it(tiny_models, tmp_path):
+    from fastvlm.cli import build_parser, model_paths
+    from fastvlm.events import ModelFileError
+    from fastvlm.vision_runtimes import int8_vision
+
+    for name in ("vision.onnx", "llm.gguf"):
+        (tmp_path / name).symlink_to(getattr(tiny_models, name.split(".")[0] if name != "llm.gguf" else "llm"))
+    with pytest.raises(ModelFileError, match="convert .* --int8"):
+        int8_vision(tmp_path / "vision.onnx", "onnxruntime")
+    (tmp_path / "vision-int8-ort.onnx").symlink_to(tiny_models.vision)
+    (tmp_path / "vision-int8-ov.onnx").symlink_to(tiny_models.vision)
+    parse = build_parser().parse_args
+    plain = model_paths(parse(["predict", "--image", "x.png", "--models", str(tmp_path), "--no-download"]))
+    assert plain.vision.name == "vision.onnx"
+    for runtime, name in (("onnxruntime", "vision-int8-ort.onnx"), ("openvino", "vision-int8-ov.onnx")):
+        args = parse(["predict", "--image", "x.png", "--models", str(tmp_path), "--no-download", "--vision", "int8",
+                      "--vision-runtime", runtime])
+        paths = model_paths(args)
+        assert paths.vision == tmp_path / name and "int8" in paths.sources["vision"]

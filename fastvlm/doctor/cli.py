@@ -118,7 +118,8 @@ def _real_checks(args, engine, loaded: list) -> list[Section]:
     from ..vision import OnnxVision
 
     answers = Section("Known answers (greedy, at most %d tokens)" % checks.ANSWER_TOKENS)
-    got = checks.known_answers(engine, answers, engine.resolutions())
+    sizes = tuple(dict.fromkeys((engine.resolution, *engine.resolutions())))  # the default first, then 1024, 512
+    got = checks.known_answers(engine, answers, sizes)
     checks.distinct_answers(engine, answers, engine.resolution)
     default = {c.name: got[c.name, engine.resolution] for c in checks.CASES}
     cross = Section("Vision runtimes (against ONNX Runtime f32)")

@@ -43,11 +43,12 @@ def render(sections: list[Section]) -> str:
     lines = []
     for s in sections:
         lines.append(f"\n{s.title}")
+        shown = set()  # a fix said once per section
         for c in s.checks:
-            text = f"  {MARKS[c.status]} {c.label}" + (f": {c.detail}" if c.detail else "")
-            lines.append(text)
-            if c.fix and c.status in ("fail", "warn"):
+            lines.append(f"  {MARKS[c.status]} {c.label}" + (f": {c.detail}" if c.detail else ""))
+            if c.fix and c.status in ("fail", "warn") and c.fix not in shown:
                 lines.append(f"      fix: {c.fix}")
+                shown.add(c.fix)
     failed = failures(sections)
     warned = sum(c.status == "warn" for s in sections for c in s.checks)
     verdict = f"{len(failed)} problem(s) found" if failed else "no problems found"

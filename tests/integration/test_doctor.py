@@ -1,0 +1,71 @@
+"""`python -m fastvlm doctor` on the tiny synthetic models: facts read from the files, checks skipped, exit 0;
+the quantization comparison and the vision gates wired to the real runtimes."""
+
+import argparse
+import json
+from dataclasses import replace
+
+from fastvlm.cli import main
+from fastvlm.doctor import cli as doctor_cli
+from fastvlm.doctor import facts
+from fastvlm.doctor.report import Section
+from fastvlm.engine import Engine
+
+
+def test_gguf_and_graph_facts(tiny_models):
+    g = facts.read_gguf(tiny_models.llm)
+    assert (g.name, g.architecture, g.file_type, g.eos_token) == ("fastvlm-synth-tiny", "qwen2", "F32", "<|im_end|>")
+    assert g.vocab_size > 500 and g.width == 64 and g.context_length == 4096
+    inputs, outputs = facts.graph_io(tiny_models.vision)
+    assert len(inputs) == 1 and inputs[0][1][:2] == [1, 3] and outputs[0][1][2] == 64
+    s, spec = facts.vision_section(tiny_models.vision, "here", g)
+    assert spec.fixed_size is None and spec.embed_dim == 64
+    assert any(c.label == "width" and c.status == "ok" for c in s.checks)
+
+
+def test_doctor_on_synthetic_models_skips_known_answers_and_exits_0(tiny_models, tmp_path, capsys):
+    out = tmp_path / "doctor.json"
+    rc = main(["doctor", "--models", str(tiny_models.llm.parent), "--no-download", "--threads", "2",
+               "--resolution", "512", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "known-answer checks: skipped" in text and "fastvlm-synth-tiny" in text and "F32" in text
+    doc = json.loads(out.read_text())
+    assert doc["ok"] is True and doc["facts"]["machine"]["threads"] == 2
+    labels = {c["label"]: c["status"] for s in doc["sections"] for c in s["checks"]}
+    assert labels["answer"] == "ok" and labels["known-answer checks"] == "skip"
+
+
+def test_doctor_fails_without_model_files(tmp_path, capsys):
+    rc = main(["doctor", "--models", str(tmp_path), "--no-download"])
+    assert rc == 1 and "✗ not found" in capsys.readouterr().out
+
+
+def test_quant_comparison_of_the_llm_against_itself_agrees_fully(tiny_models, tmp_path, capsys):
+    out = tmp_path / "doctor.json"
+    rc = main(["doctor", "--models", str(tiny_models.llm.parent), "--no-download", "--facts-only",
+               "--reference-llm", str(tiny_models.llm), "--json", str(out)])
+    assert rc == 0
+    quant = next(s for s in json.loads(out.read_text())["sections"] if s["title"] == "Quantization")["checks"][0]
+    assert quant["status"] == "ok" and "agrees at 100.0%" in quant["detail"] and "KL mean 0.0000" in quant["detail"]
+
+
+def test_runtime_cross_check_and_int8_gate_on_real_runtimes(tiny_config, tiny_models):
+    """The real-weights path on the tiny models: ONNX Runtime f32 against the default runtime, and the same
+    f32 file given as the 'int8' one passes its gate (identical embeddings and answers)."""
+    engine = Engine.load(replace(tiny_config, kv_reuse=False, vision_runtime="auto"))
+    engine.resolutions = lambda: (engine.resolution,)  # one size keeps it fast (OpenVINO compiles per size)
+    args = argparse.Namespace(int8_vision=tiny_models.vision, vision_runtime="onnxruntime")
+    loaded = []
+    try:
+        sections = doctor_cli._real_checks(args, engine, loaded)
+    finally:
+        for v in loaded:
+            v.close()
+        engine.close()
+    cross = sections[1]
+    assert isinstance(cross, Section)
+    status = {c.label: c.status for c in cross.checks}
+    assert status["int8 gate"] == "ok"
+    emb = [c for c in cross.checks if "embeddings" in c.label]
+    assert emb and all(c.status == "ok" for c in emb)

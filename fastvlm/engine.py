@@ -105,9 +105,10 @@ class Engine:
         return spec.fixed_size
 
     def resolutions(self) -> tuple[int, ...]:
-        """The offered sizes (1024 trained, 512 fast) that the loaded vision graph serves."""
+        """The offered sizes (1024 trained, 512 fast, and the default) that the loaded vision graph serves."""
         spec = getattr(self.vision, "spec", None)
-        return tuple(s for s in OFFERED_RESOLUTIONS if spec is None or spec.serves(s)) or (self.resolution,)
+        sizes = dict.fromkeys((*OFFERED_RESOLUTIONS, self.resolution))
+        return tuple(s for s in sizes if spec is None or spec.serves(s))
 
     def describe(self) -> dict:
         """What is loaded, for a UI header or a /health endpoint."""

@@ -9,7 +9,7 @@ import gradio as gr
 
 from .backend import Backend
 from .settings import AppSettings
-from .tab_image import build_image_tab
+from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
 from .tab_voice import build_voice_tab
@@ -27,7 +27,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
         _refresh_while_loading(engine, settings, header, loading=info.get("state") == "loading")
         with gr.Tabs():
             with gr.Tab("Image", id="image", elem_id="tab-image"):
-                build_image_tab(engine, settings)
+                resolution = build_image_tab(engine, settings)
             with gr.Tab("Camera snapshot", id="snapshot", elem_id="tab-snapshot"):
                 build_snapshot_tab(engine, settings)
             if speech is not None:
@@ -35,6 +35,8 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
                     build_voice_tab(engine, speech, settings)
             with gr.Tab("Live", id="live", elem_id="tab-live"):
                 build_live_tab(engine, settings)
+        demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
+                  api_visibility="private")
     return demo
 
 

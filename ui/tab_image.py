@@ -51,11 +51,17 @@ class ImageSession:
         self.conversation += 1
 
 
-def resolution_choices(configured: int) -> list[tuple[str, int]]:
-    choices = [(f"{TRAINED_RESOLUTION} · accurate", TRAINED_RESOLUTION), (f"{FAST_RESOLUTION} · fast", FAST_RESOLUTION)]
-    if configured not in (TRAINED_RESOLUTION, FAST_RESOLUTION):
-        choices.append((f"{configured} · configured", configured))
-    return choices
+def resolution_choices(configured: int, served: list[int] | None = None) -> list[tuple[str, int]]:
+    """The Radio's choices: 1024 and 512 (and the configured size), only those the vision graph serves
+    (`served`, from `describe()["resolutions"]` once the model is loaded; a fixed-size graph serves one)."""
+    names = {TRAINED_RESOLUTION: "accurate", FAST_RESOLUTION: "fast"}
+    sizes = [s for s in (*(served or (TRAINED_RESOLUTION, FAST_RESOLUTION)), configured) if s]  # configured is served
+    return [(f"{s} · {names.get(s, 'configured')}", s) for s in dict.fromkeys(sizes)]
+
+
+def resolution_radio(info: dict) -> gr.Radio:
+    """The Radio as the loaded model allows (sent on each page load: the model may load after the page)."""
+    return gr.Radio(resolution_choices(info["resolution"], info.get("resolutions")), value=info["resolution"])
 
 
 def messages(history: list[Turn] | tuple[Turn, ...], pending: tuple[str, str] | None = None) -> list[dict]:
@@ -140,14 +146,17 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
 
 
 # -- layout ------------------------------------------------------------------------------------------
-def build_image_tab(engine: Backend, settings: AppSettings) -> None:
-    configured = engine.describe()["resolution"]
+def build_image_tab(engine: Backend, settings: AppSettings) -> gr.Radio:
+    """The tab; returns its resolution Radio, which `build_app` refreshes on page load."""
+    info = engine.describe()
+    configured = info["resolution"]
     session = gr.State(ImageSession(), delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             image = readable_uploads(gr.Image(type="filepath", image_mode=None, sources=["upload", "clipboard"],
                                               label="Image", height=340, elem_id="image-input"))
-            resolution = gr.Radio(resolution_choices(configured), value=configured, label="Resolution",
+            resolution = gr.Radio(resolution_choices(configured, info.get("resolutions")), value=configured,
+                                  label="Resolution",
                                   elem_id="image-resolution")
             max_tokens = gr.Slider(16, settings.max_new_tokens_limit, value=settings.max_new_tokens, step=16,
                                    label="Max new tokens", elem_id="image-max-tokens")
@@ -176,3 +185,4 @@ def build_image_tab(engine: Backend, settings: AppSettings) -> None:
     restart.click(new_conversation, session, [chat, metrics], api_visibility="private", **INSTANT)
     wire_answer([submit.click, question.submit], guard, answer, [session, image, question, resolution, max_tokens],
                 [chat, metrics, question], stop, session, api_name="ask_image")
+    return resolution

@@ -185,3 +185,11 @@ def test_a_busy_backend_and_an_image_too_big_for_the_context_say_so_not_that_the
         run(small, session, photo, resolution=1024)
     assert "lower the resolution" in plan.value.message and ENGINE_FAILED not in plan.value.message
     assert session.history == [] and "answer failed" not in caplog.text  # nothing logged as a crash
+
+
+def test_the_resolution_choice_offers_only_what_the_vision_graph_serves():
+    from ui.tab_image import resolution_choices
+
+    assert [v for _, v in resolution_choices(1024)] == [1024, 512]
+    assert [v for _, v in resolution_choices(1024, [1024])] == [1024]  # a graph exported for 1024 only
+    assert [v for _, v in resolution_choices(128)] == [1024, 512, 128]

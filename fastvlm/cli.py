@@ -237,3 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelFileError, InputError) as e:
         log.error("%s", e)
         return 2
+    except ValueError as e:  # a flag out of range (--n-ctx, --threads, ...): EngineConfig says which and why
+        log.error("%s", e, exc_info=args.verbose)
+        return 2

@@ -118,9 +118,15 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
     from ui import launch_style
 
     app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
-    return demo.launch(server_name=host, server_port=port, prevent_thread_lock=not block,
-                       max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
-                       mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
+    served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
+                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
+                         mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
+    sweeper = getattr(demo, "cache_sweeper", None)
+    if sweeper is not None:
+        sweeper.start()  # ends by itself when the server is closed
+    if block:
+        demo.block_thread()
+    return served
 
 
 def api_routes(engine, args: argparse.Namespace) -> list:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .backend import Backend
+from .cache import CacheSweeper
 from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
@@ -20,8 +21,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
     `speech`: `ui.voice_session.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
-    with gr.Blocks(title=settings.title, analytics_enabled=False,
-                   delete_cache=(settings.cache_sweep_s, settings.cache_max_age_s)) as demo:
+    with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
         _refresh_while_loading(engine, settings, header, loading=info.get("state") == "loading")
@@ -37,6 +37,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
                 build_live_tab(engine, settings)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
+    demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
     return demo
 
 

@@ -99,7 +99,7 @@ def prepare(engine: Backend, image: str | None, resolution: int) -> None:
 
 
 def keep_in_cache(image) -> None:
-    """Refresh an upload's age: Gradio's cache sweep (`delete_cache`) deletes files by age, not by use."""
+    """Refresh an upload's age: the cache sweep (`ui.cache.CacheSweeper`) deletes files by age, not by use."""
     if isinstance(image, (str, os.PathLike)):
         try:
             os.utime(image)

@@ -120,6 +120,7 @@ class WhisperTranscriber:
             vad_filter=True,  # drops silent stretches, where Whisper tends to invent words
             condition_on_previous_text=False,
             without_timestamps=True,
+            temperature=0.0,  # no sampled re-decodes: the same audio gives the same words, in bounded time
         )
         # faster-whisper already skips segments with a high no-speech probability and a low log-probability.
         text = " ".join(s.text.strip() for s in segments if s.text.strip()).strip()

@@ -97,25 +97,31 @@ def _one(part: str, explicit: Path | None, models_dir: Path | None, download: bo
         local = in_folder(Path(models_dir), part, candidates)
         if local is not None:
             return local, f"{local.name} (local folder)"
-    for c in candidates:
-        cached = hub.cached(c)
-        usable = _complete(cached, c, hub, fetch=False) if cached is not None else None
-        if usable is not None:
-            return usable, f"{c} (Hugging Face cache)"
+    found = _first(candidates, hub, fetch=False)
+    if found is not None:
+        return found[0], f"{found[1]} (Hugging Face cache)"
     reason = "downloads are off (--no-download)"
     if download:
         try:
-            for c in candidates:
-                fetched = hub.download(c)
-                usable = _complete(fetched, c, hub, fetch=True) if fetched is not None else None
-                if usable is not None:
-                    return usable, f"{c} (downloaded)"
+            found = _first(candidates, hub, fetch=True)
+            if found is not None:
+                return found[0], f"{found[1]} (downloaded)"
             reason = "the Hub has none of them"
         except HubUnreachable as e:
             reason = str(e)
     where = f"not in {models_dir}, " if models_dir else ""
     names = ", ".join(str(c) for c in candidates)
     raise ModelFileError(f"{part}: {where}none of {names} is in the Hugging Face cache, and {reason}")
+
+
+def _first(candidates: tuple[Candidate, ...], hub: Hub, fetch: bool) -> tuple[Path, Candidate] | None:
+    """The first candidate in the cache (`fetch=False`) or on the Hub, ready to load, and which one it was."""
+    for c in candidates:
+        got = hub.download(c) if fetch else hub.cached(c)
+        usable = _complete(got, c, hub, fetch) if got is not None else None
+        if usable is not None:
+            return usable, c
+    return None
 
 
 def in_folder(folder: Path, part: str, candidates: tuple[Candidate, ...]) -> Path | None:

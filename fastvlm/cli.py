@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .config import TRAINED_RESOLUTION, EngineConfig, GenerationOptions, physical_cores
 from .events import Done, FirstToken, InputError, ModelFileError, Notice, Request, TextDelta
+from .convert.text_gguf import QUANTS
 from .weights.official import DEFAULT_MODEL
 from .weights.sources import SOURCES
 
@@ -37,7 +38,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", default=env("FASTVLM_MODEL", DEFAULT_MODEL),
                    help="the official checkpoint (apple/FastVLM-0.5B, -1.5B, -7B) [FASTVLM_MODEL]")
     g.add_argument("--quant", default=env("FASTVLM_QUANT", "auto"),
-                   choices=("auto", "bf16", "q8_0", "iq4_nl", "q4_k_m", "f16", "f32"),
+                   choices=QUANTS,
                    help="GGUF type of the official conversion; auto: bf16 where the CPU has native bf16 (exact "
                         "to the weights), else q8_0; iq4_nl is the fastest [FASTVLM_QUANT]")
     g.add_argument("--exact", action="store_true",
@@ -62,8 +63,13 @@ def model_paths(args: argparse.Namespace, download: bool | None = None, report=N
     int8 = args.vision is not None and str(args.vision) == "int8"
     paths = resolve(None if int8 else args.vision, args.llm, args.models, download=download, source=args.source,
                     hub=Hub(report=report), model=args.model,
-                    quant="f32" if getattr(args, "exact", False) else args.quant, threads=args.threads)
+                    quant="f32" if _exact(args) else args.quant, threads=args.threads)
     return _int8(paths, args) if int8 else paths
+
+
+def _exact(args: argparse.Namespace) -> bool:
+    """--exact: f32 vision compute, F32 GGUF (official conversion), f32 KV cache."""
+    return getattr(args, "exact", False)
 
 
 def _int8(paths, args: argparse.Namespace):
@@ -79,7 +85,7 @@ def _int8(paths, args: argparse.Namespace):
 def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:
     """The engine's config from the flags; resolves (and downloads) the weights unless `paths` are given."""
     paths = paths or model_paths(args)
-    exact = getattr(args, "exact", False)
+    exact = _exact(args)
     return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution or TRAINED_RESOLUTION,
                         threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime,
                         vision_precision="f32" if exact else "auto", kv_f32=exact, sources=paths.sources)

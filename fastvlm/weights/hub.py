@@ -65,10 +65,7 @@ class Hub:
         import huggingface_hub as hf
         from huggingface_hub import errors
 
-        if self.is_offline:
-            raise HubUnreachable("offline mode is on (HF_HUB_OFFLINE=1)")
-        if self.unreachable:
-            raise HubUnreachable(self.unreachable)
+        self._check_online(str(c))
         try:
             log.info("downloading %s (once; it then stays in the Hugging Face cache)", c)
             if self.report:
@@ -79,8 +76,7 @@ class Hub:
             log.info("%s is not on the Hub (%s)", c, type(e).__name__)
             return None
         except errors.LocalEntryNotFoundError as e:  # raised when the Hub could not be reached
-            self.unreachable = f"the Hugging Face Hub could not be reached ({_root_cause(e)})"
-            raise HubUnreachable(self.unreachable) from e
+            raise self._unreachable(e) from e
         except errors.HfHubHTTPError as e:  # 5xx, 429 after retries, a proxy's error page
             log.warning("downloading %s failed: %s", c, e)
             return None
@@ -95,14 +91,24 @@ class Hub:
                                              endpoint=self.endpoint, local_files_only=True))
         except errors.LocalEntryNotFoundError:
             pass
-        if self.is_offline:
-            raise HubUnreachable(f"offline mode is on (HF_HUB_OFFLINE=1) and {repo} is not in the cache")
+        self._check_online(f"{repo} is not in the cache")
         try:
             return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
                                              endpoint=self.endpoint, etag_timeout=ETAG_TIMEOUT_S))
         except errors.LocalEntryNotFoundError as e:
-            self.unreachable = f"the Hugging Face Hub could not be reached ({_root_cause(e)})"
-            raise HubUnreachable(self.unreachable) from e
+            raise self._unreachable(e) from e
+
+    def _check_online(self, what: str) -> None:
+        """`HubUnreachable` at once when offline mode is on or the Hub already failed to answer."""
+        if self.is_offline:
+            raise HubUnreachable(f"offline mode is on (HF_HUB_OFFLINE=1): {what}")
+        if self.unreachable:
+            raise HubUnreachable(self.unreachable)
+
+    def _unreachable(self, e: BaseException) -> HubUnreachable:
+        """Remember that the Hub did not answer (later candidates fail at once) and say why."""
+        self.unreachable = f"the Hugging Face Hub could not be reached ({_root_cause(e)})"
+        return HubUnreachable(self.unreachable)
 
 
 def _root_cause(e: BaseException) -> str:

@@ -31,11 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time each tab as a person uses it (upload->ask, snapshot, live, voice, stop), engine-only")
     p.add_argument("--quick", action="store_true", help="with --journeys: short runs, few repeats (CI smoke test)")
     p.add_argument("--no-voice", action="store_true", help="with --journeys: leave out the voice journey")
+    p.add_argument("--compare-vision", type=Path, nargs="+", metavar="ONNX",
+                   help="time these vision graphs against the first, in turns, on ONNX Runtime and OpenVINO at "
+                        "--resolution (default 512 and 1024); needs no language model")
     p.add_argument("--report-json", type=Path)
     p.add_argument("--plot", type=Path, help="PNG of the TTFT distribution and stage breakdown (journeys: their bars)")
 
 
 def run(args: argparse.Namespace, engine_factory) -> int:
+    if args.compare_vision:
+        return run_compare_vision(args)
     if args.journeys:
         return run_journeys(args, engine_factory)
     t = time.perf_counter()
@@ -141,4 +146,22 @@ def run_journeys(args: argparse.Namespace, engine_factory) -> int:
         write_report(args.report_json, report)
     if args.plot:
         draw_journeys(report, args.plot)
+    return 0
+
+
+def run_compare_vision(args: argparse.Namespace) -> int:
+    """`bench --compare-vision A B ...`: encode times of the graphs, in turns, per runtime and size."""
+    from .vision_compare import compare, print_rows
+
+    missing = [str(g) for g in args.compare_vision if not g.is_file()]
+    if missing:
+        raise SystemExit(f"--compare-vision: no such file: {', '.join(missing)}")
+    sizes = (args.resolution,) if args.resolution else (512, 1024)
+    report = {"machine": machine_info(args.threads), "vision_compare": compare(
+        args.compare_vision, sizes, args.threads, max(args.num_runs, 1))}
+    m = report["machine"]
+    print(f"{m['cpu']} ({', '.join(m['cpu_features'])}) · {args.threads} threads")
+    print_rows(report["vision_compare"])
+    if args.report_json:
+        write_report(args.report_json, report)
     return 0

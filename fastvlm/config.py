@@ -62,7 +62,8 @@ class EngineConfig:
     threads: int = field(default_factory=physical_cores)
     n_ctx: int = 4096  # context length in positions (image positions count)
     n_batch: int = 512  # largest llama.cpp batch; longer prefills are split
-    prefill_chunk: int = 128  # positions per prefill step: Stop frees the engine within one step (~0.5 s at 1024)
+    prefill_chunk: int = 512  # positions per llama.cpp call in a prefill (and <= n_batch): a Stop interrupts the
+    # call in flight; a request that arrives during a prepare waits for it (128 where llama.cpp can't be interrupted)
     embedding_cache: int = 8  # image embeddings kept (LRU)
     kv_snapshots: int = 4  # per-image KV snapshots kept (LRU), ~3 MiB each at 256 image tokens
     kv_reuse: bool = True  # keep the KV cache between requests and prefill only what changed

@@ -200,8 +200,7 @@ class Engine:
         pixels = preprocess.to_pixels(pil, size)  # (1, 3, S, S)
         t_pre = self._clock() - t
         t = self._clock()
-        stop = getattr(self.vision, "cancel", None)
-        with cancel.hook(stop) if cancel is not None and stop is not None else nullcontext():
+        with _on_cancel(cancel, getattr(self.vision, "cancel", None)):
             emb = self.vision.encode(pixels)  # (N, D)
         t_enc = self._clock() - t
         self._embeddings.put(key, emb)
@@ -232,7 +231,8 @@ class Engine:
         if not self.config.kv_reuse:
             self.lm.reset()
         t = self._clock()
-        reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
+        with _on_cancel(cancel, getattr(self.lm, "interrupt", None)):  # a Stop lands inside a llama.cpp call too
+            reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
         t_prefill = self._clock() - t
         stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prefill_s=t_prefill, prompt_tokens=p.positions,
                       image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc is None)
@@ -291,3 +291,8 @@ class Engine:
                 close = getattr(part, "close", None)
                 if close:
                     close()
+
+
+def _on_cancel(cancel: CancelToken | None, action):
+    """Run `action` (a model's own stop) if `cancel` fires inside the block; nothing to hook: no-op."""
+    return cancel.hook(action) if cancel is not None and action is not None else nullcontext()

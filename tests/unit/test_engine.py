@@ -211,3 +211,49 @@ def test_cancel_stops_a_prefill_between_chunks_and_decoding_at_once():
     _cancel_when(lm.generating, token)
     result = engine.answer(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
     assert result.stats.stop_reason == "cancelled" and len(result.text) < 8 and not engine.busy
+
+
+class InterruptibleLM(FakeLM):
+    """A prefill that blocks inside its one "llama.cpp call" until `interrupt()` (as LlamaLM's abort flag)."""
+
+    def __init__(self):
+        super().__init__(b"never")
+        self.in_call, self.interrupted = threading.Event(), threading.Event()
+
+    def interrupt(self):
+        self.interrupted.set()
+
+    def prefill(self, parts, should_stop=None, logits=True) -> int:
+        from fastvlm.lm import Cancelled
+
+        self.in_call.set()
+        if self.interrupted.wait(10):
+            raise Cancelled()
+        return 0
+
+
+def test_cancel_interrupts_the_language_models_call_in_flight():
+    from fastvlm.cancel import CancelToken
+
+    lm = InterruptibleLM()
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    _cancel_when(lm.in_call, token)
+    t = time.perf_counter()
+    events = list(engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token))
+    assert time.perf_counter() - t < 5  # not the 10 s the call would otherwise block
+    assert [type(e).__name__ for e in events] == ["Done"] and events[0].stats.stop_reason == "cancelled"
+    assert lm.interrupted.is_set() and not engine.busy
+
+
+def test_the_native_flag_is_read_by_c_as_a_bool():
+    import llama_cpp
+
+    from fastvlm.cancel import NativeFlag
+
+    flag = NativeFlag(llama_cpp.ggml_abort_callback)
+    assert flag.callback(flag.data) is False  # the C function pointer itself, as llama.cpp calls it
+    flag.set()
+    assert flag.callback(flag.data) is True and flag.is_set
+    flag.clear()
+    assert flag.callback(flag.data) is False and not flag.is_set

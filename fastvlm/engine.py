@@ -118,7 +118,8 @@ class Engine:
             "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
             "vision": str(self.config.vision_path),
             "vision_runtime": " ".join([type(self.vision).__name__, getattr(self.vision, "precision", "")]).strip(),
-            "vision_precision": precision_words(getattr(self.vision, "precision", "f32")),
+            "vision_precision": precision_words(getattr(self.vision, "precision", "f32"), asked=self.config.vision_precision,
+                                                runtime=getattr(self.vision, "runtime", "")),
             "llm": str(self.config.llm_path),
             "resolution": self.resolution,
             "resolutions": list(self.resolutions()),
@@ -231,11 +232,15 @@ class Engine:
         if not self.config.kv_reuse:
             self.lm.reset()
         t = self._clock()
-        with _on_cancel(cancel, getattr(self.lm, "interrupt", None)):  # a Stop lands inside a llama.cpp call too
-            reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
-        t_prefill = self._clock() - t
-        stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prefill_s=t_prefill, prompt_tokens=p.positions,
-                      image_tokens=len(img.embeddings), reused_tokens=reused, embedding_cached=t_enc is None)
+        stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prompt_tokens=p.positions,
+                      image_tokens=len(img.embeddings), embedding_cached=t_enc is None)
+        try:
+            with _on_cancel(cancel, getattr(self.lm, "interrupt", None)):  # a Stop lands inside a llama.cpp call too
+                reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
+        except Cancelled:  # the stages done so far stay in the stats: encode_s > 0 says the Stop came in the prefill
+            yield Done(replace(stats, prefill_s=self._clock() - t, total_s=self._clock() - t0, stop_reason="cancelled"))
+            return
+        stats = replace(stats, prefill_s=self._clock() - t, reused_tokens=reused)
         yield from self._decode(request, stats, t0, cancel)
 
     def _decode(self, request: Request, stats: Stats, t0: float, cancel: CancelToken) -> Iterator[Event]:

@@ -123,6 +123,8 @@ def warm_up_size(spec: GraphSpec) -> int:
 class OnnxVision:
     """An `onnxruntime.InferenceSession` with the graph's contract. Build it with `load()`."""
 
+    runtime = "onnxruntime"
+
     def __init__(self, session, spec: GraphSpec):
         self._session = session
         self.spec = spec

@@ -84,12 +84,17 @@ def use_bf16(precision: str = "auto", flags: frozenset[str] | None = None, core=
     return native_bf16(flags) if flags else cpu_supports_bf16(core)
 
 
-def precision_words(precision: str, native: bool | None = None) -> str:
-    """The policy in words for the header: why the vision encoder computes in this precision."""
+def precision_words(precision: str, native: bool | None = None, asked: str = "auto", runtime: str = "openvino") -> str:
+    """The policy in words for the header: why the vision encoder computes in this precision (`asked`: the
+    configured vision_precision, "f32" under --exact; `runtime`: the one that loaded)."""
     native = native_bf16() if native is None else native
     if precision == "bf16":
         return "bf16 compute (CPU has native bf16)" if native else "bf16 compute (emulated: no native bf16)"
-    return "f32 (exact)" if native else "f32 (CPU has no native bf16)"
+    if asked == "f32":
+        return "f32 (exact)"
+    if runtime == "onnxruntime":
+        return "f32 (ONNX Runtime computes in f32)"
+    return "f32 (CPU has no native bf16)" if not native else "f32"
 
 
 def cpu_supports_bf16(core=None) -> bool:
@@ -110,6 +115,7 @@ class OpenVinoVision:
     A dynamic graph is compiled static per size (faster on the CPU plugin); a fixed-size graph is compiled
     as it is and never reshaped: a reshaped fixed graph (constant pooling kernels) gives wrong embeddings."""
 
+    runtime = "openvino"
     KEEP_COMPILED = 2  # compiled sizes kept (each holds the weights once more); older ones are dropped
 
     def __init__(self, core, model, config: dict, spec: GraphSpec):

@@ -157,8 +157,9 @@ def stop(engine, frames: Frames, size: int, at: str, stages: dict, max_tokens: i
     to_idle = time.perf_counter() - t
     worker.join()
     stats = done.get("stats")
-    stopped_in = "encode" if stats is not None and stats.stop_reason == "cancelled" and stats.encode_s == 0 else (
-        "prefill" if stats is not None and stats.stop_reason == "cancelled" else "after")
+    cancelled = stats is not None and stats.stop_reason == "cancelled"
+    stopped_in = ("encode" if cancelled and stats.encode_s == 0 else
+                  "prefill" if cancelled and stats.new_tokens == 0 else "after")
     return {"aimed_at": at, "stopped_in": stopped_in, "to_idle_s": to_idle, "idle": not engine.busy}
 
 

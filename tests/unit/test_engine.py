@@ -243,6 +243,7 @@ def test_cancel_interrupts_the_language_models_call_in_flight():
     events = list(engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token))
     assert time.perf_counter() - t < 5  # not the 10 s the call would otherwise block
     assert [type(e).__name__ for e in events] == ["Done"] and events[0].stats.stop_reason == "cancelled"
+    assert events[0].stats.image_tokens > 0 and events[0].stats.prefill_s > 0  # the stages done so far are kept
     assert lm.interrupted.is_set() and not engine.busy
 
 

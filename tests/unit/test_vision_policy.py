@@ -27,7 +27,9 @@ def test_bf16_only_where_native_or_asked():
 def test_precision_in_words():
     assert precision_words("bf16", native=True) == "bf16 compute (CPU has native bf16)"
     assert precision_words("f32", native=False) == "f32 (CPU has no native bf16)"
-    assert precision_words("f32", native=True) == "f32 (exact)"
+    assert precision_words("f32", native=True, asked="f32") == "f32 (exact)"
+    assert precision_words("f32", native=True, runtime="onnxruntime") == "f32 (ONNX Runtime computes in f32)"
+    assert precision_words("f32", native=False, asked="f32") == "f32 (exact)"  # --exact says so on any CPU
 
 
 def test_auto_falls_back_to_onnxruntime_when_openvino_fails(tiny_models, monkeypatch, caplog):

@@ -24,11 +24,10 @@ class CancelToken:
         self._hooks: list[Callable[[], None]] = []
 
     def cancel(self) -> None:
-        with self._lock:
+        with self._lock:  # hooks run under the lock: once a `hook()` block has exited, its hook never runs
             self._set.set()
-            hooks = list(self._hooks)
-        for hook in hooks:
-            hook()
+            for hook in self._hooks:
+                hook()  # a model's own stop: sets a flag, never blocks
 
     @property
     def cancelled(self) -> bool:

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time each tab as a person uses it (upload->ask, snapshot, live, voice, stop), engine-only")
     p.add_argument("--quick", action="store_true", help="with --journeys: short runs, few repeats (CI smoke test)")
     p.add_argument("--no-voice", action="store_true", help="with --journeys: leave out the voice journey")
+    p.add_argument("--browser", action="store_true",
+                   help="with --journeys: walk them through the real page in headless Chromium on this machine "
+                        "(the laptop case; needs playwright and /usr/bin/chromium)")
     p.add_argument("--compare-vision", type=Path, nargs="+", metavar="ONNX",
                    help="time these vision graphs against the first, in turns, on ONNX Runtime and OpenVINO at "
                         "--resolution (default 512 and 1024); needs no language model")
@@ -39,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, engine_factory) -> int:
+    if args.browser and not args.journeys:
+        log.error("--browser walks the journeys: add --journeys")
+        return 2
     if args.compare_vision:
         return run_compare_vision(args)
     if args.journeys:
@@ -128,6 +134,10 @@ def run_journeys(args: argparse.Namespace, engine_factory) -> int:
     from .journey_report import TARGETS, draw_journeys, print_journeys, run_all, verdicts
     from .journeys import JourneySettings
 
+    if args.browser:
+        from .browser.run import run
+
+        return run(args, engine_factory)
     settings = JourneySettings.quick() if args.quick else JourneySettings()
     engine = engine_factory(args)
     size = args.resolution or engine.resolution

@@ -26,7 +26,8 @@ TARGETS = {
 }
 
 
-def _timing(values: list[float]) -> dict:
+def timing(values: list[float]) -> dict:
+    """median_s, p90_s, min_s, max_s, n of `values` (the shape of every journey in the report)."""
     s = summarize(values)
     return {"median_s": s["median"], "p90_s": s["p90"], "min_s": s["min"], "max_s": s["max"], "n": s["n"]}
 
@@ -37,27 +38,27 @@ def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice:
     out: dict = {}
     cold = [j.cold(engine, frames, size, settings.max_tokens) for _ in range(settings.repeats + 1)][1:]  # 1 warm-up
     stages = {k: statistics.median(r[k] for r in cold) for k in ("encode_s", "prefill_s")}
-    out["cold"] = {**_timing([r["ttft_s"] for r in cold]), **stages, "runs": cold}
+    out["cold"] = {**timing([r["ttft_s"] for r in cold]), **stages, "runs": cold}
     for key, delay in (("upload_ask", settings.typing_s), ("upload_ask_early", settings.early_s),
                        ("snapshot", settings.snapshot_s)):
         rows = [j.prepare_then_ask(engine, frames, size, delay, settings.max_tokens) for _ in range(settings.repeats)]
-        out[key] = {**_timing([r["ttft_s"] for r in rows]), "delay_s": delay, "runs": rows}
+        out[key] = {**timing([r["ttft_s"] for r in rows]), "delay_s": delay, "runs": rows}
         log.info("%s: median %.3f s", key, out[key]["median_s"])
     live = j.live(engine, frames, size, settings)
     answered = live["answered_runs"]
-    out["live"] = {**_timing([r["ttft_s"] for r in answered] or [float("nan")]), "offered": live["offered"],
+    out["live"] = {**timing([r["ttft_s"] for r in answered] or [float("nan")]), "offered": live["offered"],
                    "answered": len(answered), "skipped": live["skipped"], "cadence_s": settings.cadence_s,
                    "lag_s": statistics.median([r["lag_s"] for r in answered]) if answered else None,
                    "lag_p90_s": summarize([r["lag_s"] for r in answered]).get("p90"), "runs": answered}
     stops = [j.stop(engine, frames, size, at, stages, settings.max_tokens) for at in ("encode", "prefill")
              for _ in range(settings.repeats)]
-    out["stop"] = {**_timing([r["to_idle_s"] for r in stops]), "runs": stops,
-                   **{f"mid_{at}": _timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
+    out["stop"] = {**timing([r["to_idle_s"] for r in stops]), "runs": stops,
+                   **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
                       for at in ("encode", "prefill")}}
     if voice:
         with tempfile.TemporaryDirectory(prefix="fastvlm-journey-tts-") as audio_dir:
             rows = j.voice(engine, frames, size, settings, threads, Path(audio_dir))
-        out["voice"] = {**_timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
+        out["voice"] = {**timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
                         "runs": rows}
     return out
 
@@ -83,7 +84,8 @@ def verdicts(journeys: dict, size: int) -> dict[str, bool]:
 
 def print_journeys(report: dict) -> None:
     m, size = report["machine"], report["resolution"]
-    print(f"journeys @ {size} px · {report['model'].get('model')} · {report['model'].get('vision_runtime')} · "
+    driver = " · through the page in headless Chromium" if report.get("driver") == "browser" else ""
+    print(f"journeys @ {size} px{driver} · {report['model'].get('model')} · {report['model'].get('vision_runtime')} · "
           f"{m['cpu']} ({', '.join(m['cpu_features'])}) · {m['threads']} threads · load {report['load_before']:.2f}")
     met = report["targets_met"]
     for key, r in report["journeys"].items():

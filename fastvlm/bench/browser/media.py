@@ -1,0 +1,83 @@
+"""What the browser journeys feed the page: upload files, a fake webcam clip, a fake microphone recording."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..journeys import Frames
+
+
+def write_y4m(path: Path, width: int = 320, height: int = 240, frames: int = 30, fps: int = 10) -> Path:
+    """A YUV4MPEG2 (4:2:0) clip Chromium plays as a webcam (`--use-file-for-fake-video-capture`): a bright card
+    sliding over a gradient, and a bar code of the frame number so that no two frames are the same picture."""
+    yy, xx = np.mgrid[0:height, 0:width]
+    base = (60 + (xx + yy) * 120 // (width + height)).astype(np.uint8)  # (H, W) luma gradient
+    u = np.full((height // 2, width // 2), 110, np.uint8)  # (H/2, W/2) chroma: a cool tint
+    v = np.full((height // 2, width // 2), 140, np.uint8)
+    with open(path, "wb") as f:
+        f.write(f"YUV4MPEG2 W{width} H{height} F{fps}:1 Ip A1:1 C420jpeg\n".encode())
+        for i in range(frames):
+            y = base.copy()
+            x0 = (i * 8) % (width - 80)
+            y[height // 3: height // 3 + 60, x0: x0 + 80] = 230
+            for bit in range(12):  # the frame number, 12 bits along the bottom
+                y[height - 16:, bit * 16: bit * 16 + 12] = 240 if (i >> bit) & 1 else 20
+            f.write(b"FRAME\n" + y.tobytes() + u.tobytes() + v.tobytes())
+    return path
+
+
+def write_uploads(folder: Path, count: int, seed: int) -> list[Path]:
+    """`count` never-cached pictures (the engine-only journeys' `Frames`) as PNG files to upload."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    frames, paths = Frames(seed=seed), []
+    for i in range(count):
+        paths.append(folder / f"upload-{i}.png")
+        Image.fromarray(frames()).save(paths[-1])
+    return paths
+
+
+@dataclass(frozen=True)
+class SpokenQuestions:
+    """A WAV the fake microphone loops: each question spoken in a slot of `slot_s` seconds (speech from
+    `lead_s`, then silence), so a question that starts t after the microphone opened is slot (t - lead) / slot."""
+
+    path: Path
+    questions: tuple[str, ...]
+    slot_s: float
+    lead_s: float
+    spoken_s: tuple[float, ...]  # how long each question's speech lasts
+
+    def question_at(self, speech_start_s: float) -> str:
+        """The question whose speech starts `speech_start_s` after the microphone opened (the file plays from
+        its start when the page opens the microphone; the report's `mic_lead_s` shows how closely)."""
+        slot = round((speech_start_s - self.lead_s) / self.slot_s)
+        return self.questions[slot % len(self.questions)]
+
+
+def write_questions(path: Path, questions: tuple[str, ...], slot_s: float, lead_s: float = 0.5,
+                    wpm: int = 140, voice: str = "en-us") -> SpokenQuestions:
+    """Speak `questions` with eSpeak NG (as `bench-voice` does) into one WAV of equal slots. Raises
+    `fastvlm.speech.espeak.EspeakError` (with its install hint) when eSpeak NG is missing."""
+    from ...speech.audio import write_wav
+    from ...speech.espeak import find_backend
+
+    backend = find_backend()
+    rate, slots, spoken = backend.sample_rate, [], []
+    for text in questions:
+        speech = backend.synthesize(text, voice, wpm)  # (n,) int16
+        loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 600)  # (k,) where the voice is
+        speech = speech[loud[0]: loud[-1] + 1]
+        slot = np.zeros(int(rate * slot_s), np.int16)
+        if speech.size > slot.size - int(rate * (lead_s + 1.0)):
+            raise ValueError(f"the question {text!r} does not fit a {slot_s} s slot: lengthen the slot")
+        start = int(rate * lead_s)
+        slot[start: start + speech.size] = speech
+        slots.append(slot)
+        spoken.append(speech.size / rate)
+    write_wav(path, rate, np.concatenate(slots))
+    return SpokenQuestions(path, tuple(questions), slot_s, lead_s, tuple(spoken))

@@ -1,0 +1,180 @@
+"""`bench --journeys --browser`: the journeys walked through the real page in headless Chromium on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ..journey_report import TARGETS, draw_journeys, print_journeys, timing, verdicts
+from ..journeys import JourneySettings
+from ..stats import machine_info, write_report
+from ..voice import QUESTIONS
+from . import media, serve, walks
+from . import page as pg
+
+log = logging.getLogger(__name__)
+SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
+NOTES = {
+    "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
+             "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
+    "live": "median_s: the feed item shown (first token) behind the engine taking the frame up; lag_s: the answer "
+            "complete in the feed behind the engine taking the frame up (server clock, same machine). The frame's "
+            "own age when taken up (sent every frame_every_s by the page) is not observed and not included",
+    "voice": "end of speech as the page's microphone stream carries it (analyser, 10 ms polls, 600 ms silence) -> "
+             "the spoken answer's <audio> 'playing' event; eSpeak NG voice (offline), as the engine-only journey; "
+             "the transcript is the one the page shows",
+    "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
+            "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
+}
+
+
+def browser_settings(settings: JourneySettings) -> JourneySettings:
+    """The Live tab's timer ticks at whole seconds from 1 s (AppSettings); quick runs get three ticks."""
+    cadence = max(1.0, settings.cadence_s)
+    return replace(settings, cadence_s=cadence, live_s=max(settings.live_s, 3 * cadence))
+
+
+def app_settings(settings: JourneySettings):
+    from ui import AppSettings
+
+    tokens = max(16, settings.max_tokens)  # the Image tab's slider starts at 16
+    return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens, voice_max_new_tokens=tokens,
+                       live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
+
+
+def speech_models(threads: int, audio_dir: Path):
+    """Whisper tiny.en (offline), Silero VAD and eSpeak NG: the engine-only voice journey's chain."""
+    from fastvlm.speech import EspeakSpeaker, SpeechConfig, WhisperTranscriber, silero_vad
+    from ui.voice_session import SpeechModels
+
+    config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir)
+    return SpeechModels(WhisperTranscriber.load(config), EspeakSpeaker.load(config), silero_vad(), config,
+                        "Whisper tiny.en · eSpeak NG (bench)")
+
+
+def run(args: argparse.Namespace, engine_factory) -> int:
+    try:
+        serve.sync_playwright()
+    except serve.BrowserUnavailable as e:
+        log.error("%s", e)
+        return 2
+    settings = browser_settings(JourneySettings.quick() if args.quick else JourneySettings())
+    engine = serve.RecordingEngine(engine_factory(args))
+    size = args.resolution or engine.resolution
+    report = {"driver": "browser", "machine": machine_info(args.threads), "model": engine.describe(),
+              "resolution": size, "settings": asdict(settings), "notes": NOTES, "load_before": os.getloadavg()[0]}
+    try:
+        with tempfile.TemporaryDirectory(prefix="fastvlm-browser-journeys-") as tmp:
+            report["journeys"] = _walk_all(engine, settings, Path(tmp), size, args)
+    finally:
+        engine.close()
+    report["load_after"] = os.getloadavg()[0]
+    report["page_decode_tokens_per_s"] = _median([r["page_tokens_per_s"] for key in ("upload_ask", "upload_ask_early")
+                                                  for r in report["journeys"][key]["runs"]])
+    report["engine_decode_tokens_per_s"] = _median([r["stats"].tokens_per_s for r in engine.requests
+                                                    if r["stats"] is not None and r["stats"].new_tokens > 1])
+    report["targets"], report["targets_met"] = TARGETS, verdicts(report["journeys"], size)
+    print_journeys(report)
+    print(f"{'decode':>17}: {report['page_decode_tokens_per_s']:.1f} tok/s as the page shows it (engine "
+          f"{report['engine_decode_tokens_per_s']:.1f})")
+    if args.report_json:
+        write_report(args.report_json, report)
+    if args.plot:
+        draw_journeys(report, args.plot)
+    return 0
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> dict:
+    """Every journey, each by a new person (a fresh browser context), in the order of the engine-only report."""
+    n = settings.repeats
+    uploads = iter(media.write_uploads(tmp / "uploads", 4 * n + 1, seed=size))
+    clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=150)  # 15 s before the webcam loop repeats
+    spoken = speech = None
+    if not args.no_voice:
+        spoken = media.write_questions(tmp / "questions.wav", QUESTIONS, slot_s=8.0 if args.quick else 14.0)
+        speech = speech_models(args.threads, tmp / "spoken")
+    out: dict = {}
+    with serve.serve(engine, app_settings(settings), speech) as url, \
+            serve.chromium(clip, spoken.path if spoken else None) as browser:
+        with _person(browser, url) as page:
+            walks.upload_ask(page, next(uploads), settings.typing_s)  # warm-up: the page's first answer
+            for key, delay in (("upload_ask", settings.typing_s), ("upload_ask_early", settings.early_s)):
+                rows = [walks.upload_ask(page, next(uploads), delay) for _ in range(n)]
+                out[key] = _answers(rows, delay)
+        with _person(browser, url) as page:
+            page.get_by_role("tab", name="Camera snapshot").click()
+            out["snapshot"] = _answers([walks.snapshot(page, settings.snapshot_s) for _ in range(n)],
+                                       settings.snapshot_s)
+        with _person(browser, url) as page:
+            out["live"] = _live(walks.live(page, engine, settings.live_s), settings.cadence_s)
+        stages = _stages(engine)
+        with _person(browser, url) as page:
+            stops = [walks.stop(page, engine, next(uploads), at, stages) for at in ("encode", "prefill")
+                     for _ in range(n)]
+        out["stop"] = {**timing([r["to_idle_s"] for r in stops]), **stages, "runs": stops,
+                       **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
+                          for at in ("encode", "prefill")}}
+        if spoken is not None:
+            with _person(browser, url) as page:
+                voice = walks.voice(page, spoken, settings.voice_runs, (2 * settings.voice_runs + 2) * spoken.slot_s)
+            out["voice"] = _voice(voice)
+    return out
+
+
+class _person:
+    """A new person with the app open and settled (`SETTLE_S`); the context is closed after."""
+
+    def __init__(self, browser, url: str):
+        self.browser, self.url = browser, url
+
+    def __enter__(self):
+        log.info("a new person opens %s", self.url)
+        self.context, page = pg.open_app(self.browser, self.url)
+        time.sleep(SETTLE_S)
+        return page
+
+    def __exit__(self, *exc) -> None:
+        self.context.close()
+
+
+def _answers(rows: list[dict], delay_s: float) -> dict:
+    return {**timing([r["ttft_s"] for r in rows]), "delay_s": delay_s,
+            "page_ttft_median_s": _median([r["page_ttft_s"] for r in rows]), "runs": rows}
+
+
+def _live(live: dict, cadence_s: float) -> dict:
+    rows = live["runs"]
+    lags = [r["lag_s"] for r in rows]
+    return {**timing([r["first_text_s"] for r in rows] or [float("nan")]), "cadence_s": cadence_s,
+            "offered": live["answered"] + live["skipped"], "answered": live["answered"], "skipped": live["skipped"],
+            "lag_s": _median(lags) if lags else None, "lag_p90_s": timing(lags)["p90_s"] if lags else None,
+            "page_ttft_median_s": _median([r["page_ttft_s"] for r in rows if r["page_ttft_s"] is not None]),
+            "runs": rows}
+
+
+def _stages(engine) -> dict:
+    """Median encode and prefill of the questions that encoded their image (the Live frames): Stop aims at them."""
+    cold = [r["stats"] for r in engine.requests if r["stats"] is not None and r["stats"].encode_s > 0
+            and r["stats"].stop_reason != "cancelled"]
+    if not cold:
+        raise RuntimeError("no answered Live frame to time the encode and prefill by: the Live journey failed")
+    return {"encode_s": _median([s.encode_s for s in cold]), "prefill_s": _median([s.prefill_s for s in cold])}
+
+
+def _voice(voice: dict) -> dict:
+    rows = voice["runs"]
+    return {**timing([r["total_s"] for r in rows] or [float("nan")]),
+            "wer": statistics.fmean(r["wer"] for r in rows) if rows else float("nan"),
+            "page_first_sound_median_s": _median([r["page_first_sound_s"] for r in rows
+                                                  if r["page_first_sound_s"] is not None]),
+            "questions_heard": voice["heard"], "mic_lead_s": voice["mic_lead_s"], "runs": rows}

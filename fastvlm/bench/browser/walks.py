@@ -1,0 +1,173 @@
+"""Each journey walked through the real page (see fastvlm.bench.browser). Every function takes a page already
+on the app and returns per-run rows; times are seconds, measured on the page's clock unless named `_server`."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from ..journeys import QUESTION
+from . import page as pg
+
+log = logging.getLogger(__name__)
+CHAT_ANSWER = "#image-chat [data-testid=bot]"
+FINAL = re.compile(r"· \d+ tokens")
+
+
+def _image_answer(page) -> dict:
+    """After Submit was clicked: first answer text (page clock) and the metrics line once it is final."""
+    first = pg.first_text_at(page, "answer")
+    page.locator("#image-metrics", has_text=FINAL).wait_for()
+    line = page.locator("#image-metrics").inner_text()
+    shown = pg.IMAGE_TTFT.search(line)
+    speed = pg.TOKENS_PER_S.search(line)
+    return {"ttft_s": first - pg.clicked_at(page, "image-submit"), "page_ttft_s": pg.seconds(shown.group(1)),
+            "page_tokens_per_s": float(speed.group(1)), "tokens": int(speed.group(2)),
+            "encode_cached": "encode cached" in line, "metrics": line}
+
+
+def _upload(page, image) -> float:
+    """Clear the Image tab (as a person removing the last picture) and choose `image`; wall time of the choice."""
+    remove = page.locator("#image-input button[aria-label='Remove Image']")
+    if remove.count() and remove.first.is_visible():
+        remove.first.click()
+    page.locator("#image-input input[type=file]").set_input_files(str(image))
+    t = time.time()
+    page.locator("#image-question textarea").fill(QUESTION)  # typed while the upload is prepared
+    return t
+
+
+def upload_ask(page, image, delay_s: float) -> dict:
+    """Upload, `delay_s` of typing, Submit -> the first answer text on the page (the Image tab)."""
+    t_up = _upload(page, image)
+    page.wait_for_function("() => !document.querySelector('#image-chat [data-testid=user]')")  # chat cleared
+    time.sleep(max(0.0, t_up + delay_s - time.time()))
+    pg.arm_first_text(page, "answer", CHAT_ANSWER)
+    late = time.time() - t_up - delay_s
+    page.locator("#image-submit").click()
+    row = {**_image_answer(page), "submitted_late_s": max(late, 0.0)}
+    log.info("upload_ask after %.1f s: first text %.3f s", delay_s, row["ttft_s"])
+    return row
+
+
+def snapshot(page, delay_s: float) -> dict:
+    """Capture a webcam frame, `delay_s`, Analyse -> the first answer text (the Camera snapshot tab)."""
+    root = "#snapshot-camera"
+    remove = page.locator(f"{root} button[aria-label='Remove Image']")
+    if remove.count() and remove.first.is_visible():
+        remove.first.click()
+    if not page.locator(f"{root} button[aria-label='capture photo']").is_visible():
+        pg.open_camera(page, root)
+    page.wait_for_function(f"() => document.querySelector('{root} video')?.readyState >= 2")
+    page.locator(f"{root} button[aria-label='capture photo']").click()
+    t_cap = time.time()
+    page.locator(f"{root} img").first.wait_for()
+    time.sleep(max(0.0, t_cap + delay_s - time.time()))
+    pg.arm_first_text(page, "answer", "#snapshot-answer textarea", busy="#snapshot-ttft")
+    page.locator("#snapshot-analyse").click()
+    first = pg.first_text_at(page, "answer")
+    page.locator("#snapshot-ttft", has_text=re.compile(r"total \d")).wait_for()
+    shown = pg.IMAGE_TTFT.search(page.locator("#snapshot-ttft").inner_text())
+    return {"ttft_s": first - pg.clicked_at(page, "snapshot-analyse"), "page_ttft_s": pg.seconds(shown.group(1))}
+
+
+def stop(page, engine, image, at: str, stages: dict) -> dict:
+    """Submit on the Image tab (the upload not prepared, as when the engine was busy at upload), press Stop
+    half-way through the encode or the prefill -> the engine idle (observed in this process, 0.5 ms polls)."""
+    delay = stages["encode_s"] * 0.5 if at == "encode" else stages["encode_s"] + stages["prefill_s"] * 0.5
+    page.get_by_role("tab", name="Image", exact=True).click()
+    engine.refuse_prepare = True
+    try:
+        _upload(page, image)
+        page.wait_for_function("() => !document.querySelector('#image-chat [data-testid=user]')")
+        t_submit = time.time()
+        page.locator("#image-submit").click()
+        while not engine.busy:
+            time.sleep(0.0005)
+        time.sleep(delay)
+        page.locator("#image-stop").click()
+        while engine.busy:
+            time.sleep(0.0005)
+        t_idle = time.time()
+    finally:
+        engine.refuse_prepare = False
+    stats = next((r["stats"] for r in engine.requests if r["at"] >= t_submit and r["stats"] is not None), None)
+    cancelled = stats is not None and stats.stop_reason == "cancelled"
+    stopped_in = ("encode" if stats.encode_s == 0 else "prefill") if cancelled else "after"
+    return {"aimed_at": at, "stopped_in": stopped_in, "to_idle_s": t_idle - pg.clicked_at(page, "image-stop")}
+
+
+def live(page, engine, live_s: float) -> dict:
+    """Start the Live tab (its default cadence) for `live_s`, then Stop. Per answered frame: page TTFT, first
+    text and complete answer shown, behind the moment the engine took the frame up (server clock)."""
+    page.get_by_role("tab", name="Live").click()
+    pg.watch(page, "feed", "#live-feed", html=True)
+    t0 = time.time()
+    page.locator("#live-start").click()
+    time.sleep(live_s)
+    answered, skipped = pg.live_counts(page)
+    page.locator("#live-stop").click()
+    while engine.busy:
+        time.sleep(0.01)
+    return {"answered": answered, "skipped": skipped, "runs": _live_rows(engine, pg.recorded(page)["log"], t0)}
+
+
+ITEM = re.compile(r'<li class="feed-item (\w+)"><span class="feed-meta">(\d\d:\d\d:\d\d) · TTFT (\d+ ms|[\d.]+ s|…)')
+
+
+def _live_rows(engine, log_rows, t0: float) -> list[dict]:
+    """Match each answered request (in order) to the feed item it produced (in order of first appearance)."""
+    seen: dict[str, dict] = {}
+    for t, _, text in log_rows:
+        for state, at, ttft in ITEM.findall(text):
+            item = seen.setdefault(at, {"shown": t})
+            if state == "done" and "done" not in item:
+                item["done"], item["page_ttft_s"] = t, pg.seconds(ttft) if ttft != "…" else None
+    items = sorted((i for i in seen.values() if "done" in i), key=lambda i: i["shown"])
+    taken = engine.answered_since(t0)
+    return [{"page_ttft_s": item["page_ttft_s"], "first_text_s": item["shown"] - req["at"],
+             "lag_s": item["done"] - req["at"], "engine_ttft_s": req["stats"].ttft_s}
+            for req, item in zip(taken, items)]
+
+
+READOUT_SOUND = re.compile(r"first sound (\d+ ms|[\d.]+ s) after")
+
+
+def voice(page, spoken, turns: int, timeout_s: float) -> dict:
+    """Start hands-free on the Voice + camera tab; the fake microphone loops `spoken` (media.SpokenQuestions).
+    Until `turns` answers have started to sound (or `timeout_s`): per heard question, end of speech (the page's
+    microphone stream) -> the answer's audio playing in the page, the transcript shown and the page's readout."""
+    page.get_by_role("tab", name="Voice + camera").click()
+    pg.watch(page, "transcript", "#voice-transcript textarea")
+    pg.watch(page, "readout", "#voice-readout")
+    pg.hear_media(page, "#voice-speaker")
+    page.locator("#voice-start").click()
+    end = time.time() + timeout_s
+    while time.time() < end and len(_voice_rows(pg.recorded(page), spoken)) < turns:
+        time.sleep(0.5)
+    page.locator("#voice-stop").click()
+    rec = pg.recorded(page)
+    return {"runs": _voice_rows(rec, spoken)[:turns], "heard": len(rec["speech_ends"]),
+            "mic_lead_s": (rec["speech_starts"][0] - rec["mic_opened"]) if rec["speech_starts"] else None}
+
+
+def _voice_rows(rec: dict, spoken) -> list[dict]:
+    """One row per question whose answer sounded before the next question began."""
+    from ...speech import word_error_rate
+
+    starts, rows = rec["speech_starts"], []
+    for k, (start, end) in enumerate(zip(starts, rec["speech_ends"])):
+        until = starts[k + 1] if k + 1 < len(starts) else float("inf")
+        play = next((t for t in rec["plays"] if end < t < until), None)
+        if play is None:
+            continue
+        texts = [(t, key, text) for t, key, text in rec["log"] if end < t < until and text.strip()]
+        transcript = next((text for _, key, text in texts if key == "transcript"), "")
+        readout = [READOUT_SOUND.search(text) for _, key, text in texts if key == "readout"]
+        shown = [m for m in readout if m]
+        question = spoken.question_at(start - rec["mic_opened"])
+        rows.append({"total_s": play - end, "question": question, "transcript": transcript,
+                     "wer": word_error_rate(question, transcript),
+                     "page_first_sound_s": pg.seconds(shown[-1].group(1)) if shown else None})
+    return rows

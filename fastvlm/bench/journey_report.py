@@ -105,6 +105,12 @@ def print_journeys(report: dict) -> None:
 W, ROW, PAD = 900, 34, 160
 
 
+def _target(key: str, resolution: int) -> float | None:
+    """The journey's median target in seconds at this resolution (None: no target)."""
+    limit = TARGETS.get(key, {}).get("median_s")
+    return limit.get(resolution) if isinstance(limit, dict) else limit
+
+
 def draw_journeys(report: dict, path: Path) -> Path:
     """Horizontal bars: median (solid) and p90 (outline) of each journey, the target as a red tick."""
     rows = [(k, r) for k, r in report["journeys"].items() if r.get("median_s") == r.get("median_s")]  # not NaN
@@ -114,7 +120,8 @@ def draw_journeys(report: dict, path: Path) -> Path:
     d.text((10, 8), f"{report['model'].get('model')} @ {report['resolution']} px, {m['threads']} threads, "
                     f"{report['model'].get('vision_runtime')} · {m['cpu']}", fill="black")
     d.text((10, 26), "seconds: median (bar), p90 (outline), target (red)", fill="black")
-    scale = max(max(r["p90_s"] for _, r in rows), 0.5) * 1.1
+    limits = {key: _target(key, report["resolution"]) for key, _ in rows}
+    scale = max([0.5] + [r["p90_s"] for _, r in rows] + [t for t in limits.values() if t is not None]) * 1.1
     for i, (key, r) in enumerate(rows):
         y = 50 + i * ROW
         px = lambda s: PAD + (W - PAD - 60) * s / scale  # noqa: E731
@@ -122,8 +129,7 @@ def draw_journeys(report: dict, path: Path) -> Path:
         d.rectangle((PAD, y + 4, px(r["p90_s"]), y + ROW - 8), outline=(66, 133, 244))
         d.rectangle((PAD, y + 4, px(r["median_s"]), y + ROW - 8), fill=(66, 133, 244))
         d.text((px(r["p90_s"]) + 6, y + 8), f"{r['median_s']:.2f}", fill="black")
-        limit = TARGETS.get(key, {}).get("median_s")
-        limit = limit.get(report["resolution"]) if isinstance(limit, dict) else limit
+        limit = limits[key]
         if limit is not None:
             d.line((px(limit), y, px(limit), y + ROW - 4), fill=(220, 0, 0), width=3)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ admission (`Gate`: single flight, a bounded wait, then a busy error).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -38,6 +39,11 @@ log = logging.getLogger(__name__)
 PATH = "/mcp"
 INSTRUCTIONS = ("A local vision-language model (FastVLM) on this computer's CPU. Send one image per call as a "
                 "base64 data URL; ask_image answers a question about it, describe_image describes it.")
+
+
+# the HTTP request of the tool call being answered: the manager runs the call in a task of its own, which
+# inherits this context, so the call can tell when its client has gone
+_http_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar("mcp_http_request", default=None)
 
 
 def error_text(exc: Exception, retry_after_s: int) -> str:
@@ -107,7 +113,11 @@ class McpServer:
             return
         if request.method == "POST":
             receive = _replay(await request.body(), receive)
-        await self._manager.handle_request(scope, receive, send)
+        reset = _http_request.set(request)
+        try:
+            await self._manager.handle_request(scope, receive, send)
+        finally:
+            _http_request.reset(reset)
 
     def limits(self) -> Limits:
         info = self.engine.describe()
@@ -119,12 +129,15 @@ class McpServer:
         call = parse_call(name, arguments, self.settings)
         image = await images.decode_image(call.image_url, self._images, images.max_pixels(self.engine), "image")
         events = await self._gate.open(EngineRequest(image, call.question, (), call.options, call.resolution))
-        builder = ResultBuilder()
+        builder, http = ResultBuilder(), _http_request.get()
         try:
             async for event in events:
                 builder.add(event)
+                if http is not None and await http.is_disconnected():
+                    log.info("MCP %s: the client went away; answer stopped", name)
+                    break
         finally:
-            await events.aclose()  # also when the client cancels the call: the engine is freed at once
+            await events.aclose()  # also when the client cancels the call or went away: the engine is freed at once
         result = builder.result()
         return [types.TextContent(type="text", text=result.text)], structured_result(result)
 

@@ -4,6 +4,7 @@ client: single flight, busy errors, the API's key, size limits and messages, DNS
 import asyncio
 import base64
 import dataclasses
+import time
 from contextlib import contextmanager
 
 import httpx
@@ -131,3 +132,17 @@ def test_a_data_url_without_base64_is_refused_as_the_api_does():
     with serve(engine) as url:
         result = ask_all(url, 1, image=plain)[0]
     assert result.isError and mcp_client.text(result).startswith("the image data URL is not base64-encoded")
+
+
+def test_a_client_that_goes_away_mid_answer_frees_the_engine():
+    engine, lm = make_engine(script=b"x" * 200, delay=0.04)  # an 8 s answer if nobody stops it
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "describe_image", "arguments": {"image": IMAGE}}}
+    with serve(engine) as url:
+        with pytest.raises(httpx.TimeoutException):  # the agent gives up and closes its connection
+            httpx.post(url, json=call, timeout=0.5, headers={"Accept": "application/json, text/event-stream"})
+        deadline = time.monotonic() + 3
+        while engine.busy and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not engine.busy and lm.evaluated < 150  # stopped, not drained to the end
+        assert mcp_client.text(ask_all(url, 1)[0]) == "x" * 200  # and the next call is answered whole

@@ -30,6 +30,7 @@ PENALTY_LAST_N = 64  # tokens the repeat penalty looks back on (prompt text incl
 class Cancelled(Exception):
     """A prefill was stopped: between chunks because `should_stop()` said so, or inside one by `interrupt()`."""
 
+
 UNINTERRUPTIBLE_CHUNK = 128  # prefill positions per call where llama.cpp cannot be interrupted (no libc found)
 ABORTED = 2  # llama_decode's return code after the abort callback said stop
 

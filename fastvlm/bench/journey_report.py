@@ -118,7 +118,9 @@ def draw_journeys(report: dict, path: Path) -> Path:
     d = ImageDraw.Draw(img)
     m = report["machine"]
     d.text((10, 8), f"{report['model'].get('model')} @ {report['resolution']} px, {m['threads']} threads, "
-                    f"{report['model'].get('vision_runtime')} · {m['cpu']}", fill="black")
+                    f"{report['model'].get('vision_runtime')} · {m['cpu']}"
+                    + (" · through the page in headless Chromium" if report.get("driver") == "browser" else ""),
+           fill="black")
     d.text((10, 26), "seconds: median (bar), p90 (outline), target (red)", fill="black")
     limits = {key: _target(key, report["resolution"]) for key, _ in rows}
     scale = max([0.5] + [r["p90_s"] for _, r in rows] + [t for t in limits.values() if t is not None]) * 1.1

@@ -4,33 +4,15 @@ session writes with numpy. Skipped cleanly when /usr/bin/chromium or playwright 
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-
-
-# -- the fake camera ---------------------------------------------------------------------------------------
-def write_y4m(path: Path, width: int = 320, height: int = 240, frames: int = 30, fps: int = 10) -> Path:
-    """A YUV4MPEG2 (4:2:0) clip Chromium can play as a webcam: a bright card sliding over a gradient."""
-    yy, xx = np.mgrid[0:height, 0:width]
-    with open(path, "wb") as f:
-        f.write(f"YUV4MPEG2 W{width} H{height} F{fps}:1 Ip A1:1 C420jpeg\n".encode())
-        for i in range(frames):
-            y = (60 + (xx + yy) * 120 // (width + height)).astype(np.uint8)  # (H, W) luma gradient
-            x0 = (i * 8) % (width - 80)
-            y[height // 3: height // 3 + 60, x0: x0 + 80] = 230
-            u = np.full((height // 2, width // 2), 110, np.uint8)  # (H/2, W/2) chroma: a cool tint
-            v = np.full((height // 2, width // 2), 140, np.uint8)
-            f.write(b"FRAME\n" + y.tobytes() + u.tobytes() + v.tobytes())
-    return path
+from fastvlm.bench.browser.media import write_y4m  # the fake camera (test_voice_tab imports it from here)
+from fastvlm.bench.browser.serve import CHROMIUM, CHROMIUM_ARGS
 
 
 # -- a slowed engine -----------------------------------------------------------------------------------------
@@ -96,9 +78,7 @@ def sync_api():
 @pytest.fixture(scope="session")
 def browser(sync_api, tmp_path_factory):
     clip = write_y4m(tmp_path_factory.mktemp("camera") / "camera.y4m")
-    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream", f"--use-file-for-fake-video-capture={clip}",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={clip}"]
     with sync_api.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=args)
         yield chromium

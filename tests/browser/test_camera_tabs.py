@@ -6,23 +6,13 @@ import time
 
 import pytest
 
+from fastvlm.bench.browser.page import live_counts as counts
+from fastvlm.bench.browser.page import open_camera
 from tests.browser.pages import screenshot, wait_until
 
 pytestmark = pytest.mark.browser
 
 READOUT = re.compile(r"TTFT \d+ ms · total (\d+ ms|\d+\.\d s)")
-COUNTER = re.compile(r"answered (\d+) · skipped (\d+)")
-
-
-def open_camera(page, root: str) -> None:
-    """Grant the (fake) webcam to the camera box `root` and wait until its video plays."""
-    page.locator(f"{root} [title='grant webcam access'] button").click()
-    page.wait_for_function(f"() => document.querySelector('{root} video')?.readyState >= 2")
-
-
-def counts(page) -> tuple[int, int]:
-    match = COUNTER.search(page.locator("#live-counter").inner_text())
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)  # not rendered yet
 
 
 def test_snapshot_is_answered_with_a_large_ttft_readout(new_page, app_server):

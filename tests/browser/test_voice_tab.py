@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.browser.conftest import CHROMIUM, SlowLM, _free_port, write_y4m
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, SlowLM, _free_port, write_y4m
 from tests.browser.pages import screenshot, toasts, wait_until
 
 pytestmark = pytest.mark.browser
@@ -39,10 +39,7 @@ def voice_browser(browser, tmp_path_factory):
     no audio file, and Chromium takes it only at launch."""
     folder = tmp_path_factory.mktemp("voice")
     wav, clip = write_question(folder / "question.wav"), write_y4m(folder / "camera.y4m")
-    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream", f"--use-file-for-fake-video-capture={clip}",
-            f"--use-file-for-fake-audio-capture={wav}", "--autoplay-policy=no-user-gesture-required",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={clip}", f"--use-file-for-fake-audio-capture={wav}"]
     chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
     yield chromium
     chromium.close()

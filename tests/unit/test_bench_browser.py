@@ -71,7 +71,8 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     rows = walks._voice_rows(rec, spoken)
     assert [(r["question"], r["transcript"], r["wer"]) for r in rows] == [
         ("What am I holding?", "What am I holding?", 0.0), ("What am I holding?", "What am I folding?", 0.25)]
-    assert rows[0]["total_s"] == pytest.approx(1.1) and rows[0]["page_first_sound_s"] == 0.9
+    assert rows[0]["total_s"] == pytest.approx(1.1)
+    assert (rows[0]["page_stt_s"], rows[0]["page_ttft_s"], rows[0]["page_first_sound_s"]) == (0.3, 0.09, 0.9)
     assert rows[1]["page_first_sound_s"] is None
 
 

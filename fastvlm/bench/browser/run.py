@@ -20,6 +20,7 @@ from . import page as pg
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
+FIRST_SENTENCE_TOKENS = 8  # bench-voice's --sentence-tokens: random weights never end a sentence
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
              "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
@@ -28,7 +29,9 @@ NOTES = {
             "own age when taken up (sent every frame_every_s by the page) is not observed and not included",
     "voice": "end of speech as the page's microphone stream carries it (analyser, 10 ms polls, 600 ms silence) -> "
              "the spoken answer's <audio> 'playing' event; eSpeak NG voice (offline), as the engine-only journey; "
-             "the transcript is the one the page shows",
+             "the transcript is the one the page shows. Spoken answers are capped at 8 tokens, as bench-voice caps "
+             "the first sentence: random weights never end a sentence, so uncapped the first sound would wait for "
+             "the whole answer and its speech",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }
@@ -44,7 +47,8 @@ def app_settings(settings: JourneySettings):
     from ui import AppSettings
 
     tokens = max(16, settings.max_tokens)  # the Image tab's slider starts at 16
-    return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens, voice_max_new_tokens=tokens,
+    return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens,
+                       voice_max_new_tokens=min(settings.max_tokens, FIRST_SENTENCE_TOKENS),
                        live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
 
 

@@ -131,7 +131,7 @@ def _live_rows(engine, log_rows, t0: float) -> list[dict]:
             for req, item in zip(taken, items)]
 
 
-READOUT_SOUND = re.compile(r"first sound (\d+ ms|[\d.]+ s) after")
+READOUT = re.compile(r"STT (\d+ ms|[\d.]+ s) · TTFT (\d+ ms|[\d.]+ s) · first sound (\d+ ms|[\d.]+ s) after")
 
 
 def voice(page, spoken, turns: int, timeout_s: float) -> dict:
@@ -164,10 +164,10 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
             continue
         texts = [(t, key, text) for t, key, text in rec["log"] if end < t < until and text.strip()]
         transcript = next((text for _, key, text in texts if key == "transcript"), "")
-        readout = [READOUT_SOUND.search(text) for _, key, text in texts if key == "readout"]
-        shown = [m for m in readout if m]
+        shown = [m for m in (READOUT.search(text) for _, key, text in texts if key == "readout") if m]
+        page = dict(zip(("page_stt_s", "page_ttft_s", "page_first_sound_s"),
+                        map(pg.seconds, shown[-1].groups()) if shown else (None,) * 3))
         question = spoken.question_at(start - rec["mic_opened"])
         rows.append({"total_s": play - end, "question": question, "transcript": transcript,
-                     "wer": word_error_rate(question, transcript),
-                     "page_first_sound_s": pg.seconds(shown[-1].group(1)) if shown else None})
+                     "wer": word_error_rate(question, transcript), **page})
     return rows

@@ -8,6 +8,7 @@ import os
 import statistics
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -135,20 +136,16 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     return out
 
 
-class _person:
-    """A new person with the app open and settled (`SETTLE_S`); the context is closed after."""
-
-    def __init__(self, browser, url: str):
-        self.browser, self.url = browser, url
-
-    def __enter__(self):
-        log.info("a new person opens %s", self.url)
-        self.context, page = pg.open_app(self.browser, self.url)
+@contextmanager
+def _person(browser, url: str):
+    """A new person with the app open and settled (`SETTLE_S`); their context is closed after."""
+    log.info("a new person opens %s", url)
+    context, page = pg.open_app(browser, url)
+    try:
         time.sleep(SETTLE_S)
-        return page
-
-    def __exit__(self, *exc) -> None:
-        self.context.close()
+        yield page
+    finally:
+        context.close()
 
 
 def _answers(rows: list[dict], delay_s: float) -> dict:

@@ -70,9 +70,10 @@ class Partial:
 
 def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], float] = time.monotonic
            ) -> Iterator[Partial]:
-    """Fold an engine stream into the answer so far, at most one update per `every_s` (the first token and the
-    end always show). Notices become `gr.Info`, `InputError` a `gr.Error`; `Busy` propagates to the caller.
-    Closing this generator closes `events`, which stops decoding and frees the engine."""
+    """Fold an engine stream into the answer so far, at most one update per `every_s`; the first text (with the
+    time to first token) and the end always show at once. Notices become `gr.Info`, `InputError` a `gr.Error`;
+    `Busy` propagates to the caller. Closing this generator closes `events`, which stops decoding and frees the
+    engine."""
     part, last = Partial(), float("-inf")
     try:
         for ev in events:
@@ -80,11 +81,13 @@ def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], f
                 gr.Info(ev.message)
                 continue
             if isinstance(ev, TextDelta):
+                first = not part.text
                 part = replace(part, text=part.text + ev.text)
-                if clock() - last < every_s:
+                if not first and clock() - last < every_s:
                     continue
-            elif isinstance(ev, FirstToken):
+            elif isinstance(ev, FirstToken):  # shown with the first text: one page update, not an empty one
                 part = replace(part, ttft_s=ev.ttft_s)
+                continue
             elif isinstance(ev, Done):
                 part = replace(part, stats=ev.stats)
             last = clock()

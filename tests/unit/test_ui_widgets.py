@@ -47,18 +47,19 @@ def test_readouts_read_as_specified():
 def test_follow_folds_a_real_stream_into_the_answer_so_far():
     engine = make_engine("héllo 🌍 world".encode())
     parts = list(follow(engine.stream(Request(IMG, "hi")), every_s=0))
-    assert parts[0] == Partial("", parts[0].ttft_s, None) and parts[0].ttft_s > 0  # the first token shows at once
+    assert parts[0].text == "h" and parts[0].ttft_s > 0 and parts[0].stats is None  # the first token shows at once
     assert all(b.text.startswith(a.text) for a, b in itertools.pairwise(parts))  # only ever grows
     assert parts[-1].text == engine.answer(Request(IMG, "hi")).text == "héllo 🌍 world"
     assert parts[-1].stats is not None and parts[-1].stats.new_tokens > 0
     assert all(p.stats is None for p in parts[:-1])
 
 
-def test_follow_coalesces_deltas_but_always_shows_first_token_and_end():
+def test_follow_coalesces_deltas_but_always_shows_first_text_and_end():
     now = [0.0]
     events = [FirstToken(0.1), *[TextDelta(c) for c in "abcdef"], Done(Stats(new_tokens=7))]
     parts = list(follow(iter(events), every_s=10, clock=lambda: now[0]))
-    assert [p.text for p in parts] == ["", "abcdef"]  # deltas within 10 s of the last update are held back
+    assert [p.text for p in parts] == ["a", "abcdef"]  # the first text at once; later ones within 10 s held back
+    assert parts[0].ttft_s == 0.1  # with its time to first token, in the same page update
     assert parts[-1].stats.new_tokens == 7
 
 

@@ -22,6 +22,9 @@ from . import page as pg
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
 FIRST_SENTENCE_TOKENS = 8  # bench-voice's --sentence-tokens: random weights never end a sentence
+# seconds per spoken question: eSpeak NG reads a random-weight answer's 8 tokens as ~20 s of numbers, and the
+# tab is deaf while it speaks; a shorter slot lets the next question start unheard and be transcribed in part
+SLOT_S = 30.0
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
              "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
@@ -106,7 +109,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=150)  # 15 s before the webcam loop repeats
     spoken = speech = None
     if not args.no_voice:
-        spoken = media.write_questions(tmp / "questions.wav", QUESTIONS, slot_s=8.0 if args.quick else 14.0)
+        spoken = media.write_questions(tmp / "questions.wav", QUESTIONS, slot_s=8.0 if args.quick else SLOT_S)
         speech = speech_models(args.threads, tmp / "spoken")
     out: dict = {}
     with serve.serve(engine, app_settings(settings), speech) as url, \

@@ -32,6 +32,12 @@ def timing(values: list[float]) -> dict:
     return {"median_s": s["median"], "p90_s": s["p90"], "min_s": s["min"], "max_s": s["max"], "n": s["n"]}
 
 
+def stop_summary(stops: list[dict]) -> dict:
+    """The `stop` journey: Stop -> idle over all runs, and apart for those aimed mid-encode and mid-prefill."""
+    return {**timing([r["to_idle_s"] for r in stops]), "runs": stops,
+            **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at]) for at in ("encode", "prefill")}}
+
+
 def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice: bool = True) -> dict:
     """Every journey once over, in the order a person would meet them; the `journeys` object of the report."""
     frames = j.Frames(seed=size)
@@ -52,9 +58,7 @@ def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice:
                    "lag_p90_s": summarize([r["lag_s"] for r in answered]).get("p90"), "runs": answered}
     stops = [j.stop(engine, frames, size, at, stages, settings.max_tokens) for at in ("encode", "prefill")
              for _ in range(settings.repeats)]
-    out["stop"] = {**timing([r["to_idle_s"] for r in stops]), "runs": stops,
-                   **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
-                      for at in ("encode", "prefill")}}
+    out["stop"] = stop_summary(stops)
     if voice:
         with tempfile.TemporaryDirectory(prefix="fastvlm-journey-tts-") as audio_dir:
             rows = j.voice(engine, frames, size, settings, threads, Path(audio_dir))

@@ -9,44 +9,16 @@ torch-free builder's graph against a torch-exported one of the same weights (doc
 from __future__ import annotations
 
 import logging
-import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..vision_runtimes import load_vision, openvino_available
+from .stats import summarize
+
 log = logging.getLogger(__name__)
 RUNTIMES = ("onnxruntime", "openvino")
-
-
-@dataclass(frozen=True)
-class EncodeTimes:
-    """Encode seconds of one graph on one runtime at one size."""
-
-    graph: str
-    runtime: str
-    size: int
-    times_s: tuple[float, ...]
-
-    @property
-    def median_s(self) -> float:
-        return statistics.median(self.times_s)
-
-    def row(self, baseline: "EncodeTimes") -> dict:
-        return {"graph": self.graph, "runtime": self.runtime, "size": self.size, "median_s": self.median_s,
-                "min_s": min(self.times_s), "runs": len(self.times_s),
-                "ratio_to_first": self.median_s / baseline.median_s}
-
-
-def _load(path: Path, runtime: str, threads: int, size: int):
-    from ..vision_runtimes import load_vision, openvino_available
-
-    if runtime == "openvino" and not openvino_available():
-        return None
-    vision = load_vision(path, threads, runtime=runtime)
-    vision.warm_up(size)
-    return vision
 
 
 def time_in_turns(encoders: list, pixels: np.ndarray, runs: int) -> list[list[float]]:
@@ -66,19 +38,22 @@ def compare(graphs: list[Path], sizes: tuple[int, ...], threads: int, runs: int,
     rows = []
     rng = np.random.default_rng(0)
     for runtime in runtimes:
+        if runtime == "openvino" and not openvino_available():
+            log.warning("OpenVINO is not installed: not compared")
+            continue
         for size in sizes:
-            encoders = [_load(g, runtime, threads, size) for g in graphs]
-            if any(e is None for e in encoders):
-                log.warning("%s is not installed: not compared", runtime)
-                break
-            pixels = rng.random((1, 3, size, size), dtype=np.float32)
+            encoders = [load_vision(g, threads, runtime=runtime) for g in graphs]
             try:
-                times = time_in_turns(encoders, pixels, runs)
+                for e in encoders:
+                    e.warm_up(size)
+                times = time_in_turns(encoders, rng.random((1, 3, size, size), dtype=np.float32), runs)
             finally:
                 for e in encoders:
                     e.close()
-            results = [EncodeTimes(str(g), runtime, size, tuple(t)) for g, t in zip(graphs, times)]
-            rows += [r.row(results[0]) for r in results]
+            stats = [summarize(t) for t in times]
+            rows += [{"graph": str(g), "runtime": runtime, "size": size, "median_s": s["median"], "min_s": s["min"],
+                      "runs": s["n"], "ratio_to_first": s["median"] / stats[0]["median"]}
+                     for g, s in zip(graphs, stats)]
     return rows
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..journey_report import TARGETS, draw_journeys, print_journeys, timing, verdicts
+from ..journey_report import TARGETS, draw_journeys, print_journeys, stop_summary, timing, verdicts
 from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
 from ..voice import QUESTIONS
@@ -129,9 +129,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
         with _person(browser, url) as page:
             stops = [walks.stop(page, engine, next(uploads), at, stages) for at in ("encode", "prefill")
                      for _ in range(n)]
-        out["stop"] = {**timing([r["to_idle_s"] for r in stops]), **stages, "runs": stops,
-                       **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
-                          for at in ("encode", "prefill")}}
+        out["stop"] = {**stop_summary(stops), **stages}
         if spoken is not None:
             with _person(browser, url) as page:
                 voice = walks.voice(page, spoken, settings.voice_runs, (2 * settings.voice_runs + 2) * spoken.slot_s)

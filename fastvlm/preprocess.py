@@ -24,7 +24,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from fastvlm.config import TRAINED_RESOLUTION, check_resolution
 from fastvlm.events import InputError
-from fastvlm.resample import pad_resize
+from fastvlm.resample import pad_resize, pad_to_square  # noqa: F401 - pad_to_square: part of this module's API
 
 log = logging.getLogger(__name__)
 
@@ -170,17 +170,6 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         return image.convert("RGB")
     except ValueError as e:
         raise InputError(f"images in PIL mode {mode!r} are not supported: convert the image to RGB first") from e
-
-
-def pad_to_square(image: Image.Image) -> Image.Image:
-    """Centre `image` on a black square (LLaVA's `expand2square`); a square image is returned as is."""
-    width, height = image.size
-    if width == height:
-        return image
-    side = max(width, height)
-    square = Image.new(image.mode, (side, side), 0)
-    square.paste(image, ((side - width) // 2, (side - height) // 2))
-    return square
 
 
 def to_pixels(image: Image.Image, size: int) -> np.ndarray:

@@ -77,6 +77,17 @@ def _padded_pass(content: np.ndarray, axis: int, side: int, offset: int, size: i
     return np.moveaxis(out, 0, axis)
 
 
+def pad_to_square(image: Image.Image) -> Image.Image:
+    """Centre `image` on a black square (LLaVA's `expand2square`); a square image is returned as is."""
+    width, height = image.size
+    if width == height:
+        return image
+    side = max(width, height)
+    square = Image.new(image.mode, (side, side), 0)
+    square.paste(image, ((side - width) // 2, (side - height) // 2))
+    return square
+
+
 def pad_resize(image: Image.Image, size: int, pad_limit: int = 4096) -> np.ndarray:
     """`image` (RGB) centred on a black square, BICUBIC-resized to (size, size, 3) uint8, never cropped.
 
@@ -85,12 +96,8 @@ def pad_resize(image: Image.Image, size: int, pad_limit: int = 4096) -> np.ndarr
     """
     width, height = image.size
     side = max(width, height)
-    if width == height:
-        return np.asarray(image.resize((size, size), Image.Resampling.BICUBIC))
-    if side <= pad_limit:
-        square = Image.new(image.mode, (side, side), 0)
-        square.paste(image, ((side - width) // 2, (side - height) // 2))
-        return np.asarray(square.resize((size, size), Image.Resampling.BICUBIC))
+    if width == height or side <= pad_limit:
+        return np.asarray(pad_to_square(image).resize((size, size), Image.Resampling.BICUBIC))
     if width > height:  # black rows above and below: Pillow's horizontal pass on the content, then ours
         rows = np.asarray(image.resize((size, height), Image.Resampling.BICUBIC))  # (h, S, 3)
         return _padded_pass(rows, 0, side, (side - height) // 2, size)

@@ -162,7 +162,7 @@ class OnnxVision:
         with self._runs_lock:
             self._runs.add(run)
         try:
-            out = self._session.run(None, {self.spec.input_name: pixels.astype(self.spec.input_dtype)}, run)[0]
+            out = self._session.run(None, {self.spec.input_name: pixels.astype(self.spec.input_dtype, copy=False)}, run)[0]
         except Exception as e:
             if run.terminate:
                 raise EncodeCancelled() from e

@@ -182,7 +182,7 @@ class OpenVinoVision:
         with self._lock:
             self._requests[key] = request
         try:
-            request.start_async({0: pixels.astype(self.spec.input_dtype)})
+            request.start_async({0: pixels.astype(self.spec.input_dtype, copy=False)})
             request.wait()
             out = np.array(request.get_output_tensor(0).data)
         except Exception as e:

@@ -53,7 +53,7 @@ def convert_quants(checkpoint_dir: Path, out_dir: Path, quants: tuple[str, ...],
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     say("converting vision")
-    vision = write_vision_onnx(ckpt, out_dir / VISION_FILE)
+    vision = write_vision_onnx(ckpt, out_dir / VISION_FILE, varch)
     t1 = time.perf_counter()
     template = read_chat_template(ckpt.path)
     llms = {}

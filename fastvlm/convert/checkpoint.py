@@ -164,10 +164,6 @@ class Checkpoint:
         types = read_vocab(self.path, self.index[TEXT + "embed_tokens.weight"].shape[0]).types
         return next(i for i, k in enumerate(types) if k == UNUSED)
 
-    @property
-    def text_config(self):
-        return self.config.text_config
-
 
 @dataclass(frozen=True)
 class Tensor:

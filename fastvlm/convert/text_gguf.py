@@ -12,6 +12,7 @@ CPU computes bf16 natively (AVX-512 BF16 / AMX: exact and fast), else Q8_0.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -45,11 +46,17 @@ def resolve_quant(quant: str, bf16_native: bool | None = None) -> str:
     return q
 
 
+@functools.cache
+def _name_map(n_layers: int):
+    """gguf's Qwen2 tensor-name map (a few ms to build: once per layer count, not once per tensor)."""
+    gguf = require("gguf")
+    return gguf.TensorNameMap(gguf.MODEL_ARCH.QWEN2, n_layers)
+
+
 def gguf_name(name: str, n_layers: int) -> str:
     """The GGUF name of a transformers text tensor (`model.language_model.layers.0.self_attn.q_proj.weight`)."""
-    gguf = require("gguf")
     hf = "model." + name[len(TEXT):] if name.startswith(TEXT) else name
-    out = gguf.TensorNameMap(gguf.MODEL_ARCH.QWEN2, n_layers).get_name(hf, try_suffixes=(".weight", ".bias"))
+    out = _name_map(n_layers).get_name(hf, try_suffixes=(".weight", ".bias"))
     if out is None:
         raise CheckpointError(f"no qwen2 GGUF tensor for {name}: not a Qwen2 text model")
     return out

@@ -44,7 +44,7 @@ class GraphBuilder:
     def const(self, array, dtype=np.float32, name: str = "") -> str:
         self._n += 1
         name = f"{name or 'c'}#{self._n}"
-        self.inits.append(self.onnx.numpy_helper.from_array(np.array(array, dtype=dtype, order="C"), name))
+        self.inits.append(self.onnx.numpy_helper.from_array(np.asarray(array, dtype=dtype, order="C"), name))
         return name
 
     def op(self, op: str, *inputs: str, **attrs) -> str:
@@ -93,25 +93,35 @@ class _Weights:
     def __init__(self, ckpt: Checkpoint) -> None:
         self.ckpt = ckpt
 
+    def _full(self, name: str) -> str:
+        return name if name.startswith(PROJECTOR) else TOWER + name
+
     def __call__(self, name: str, optional: bool = False):
-        full = name if name.startswith(PROJECTOR) else TOWER + name
+        full = self._full(name)
         if optional and full not in self.ckpt.index:
             return None
         return self.ckpt.array(full)
+
+    def has(self, name: str) -> bool:
+        return self._full(name) in self.ckpt.index
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """From the checkpoint's header: no tensor is read."""
+        return tuple(self.ckpt.index[self._full(name)].shape)
 
 
 def _squeeze_excite(g: GraphBuilder, x: str, name: str, c: int) -> str:
     s = g.op("ReduceMean", x, axes=[2, 3], keepdims=1)  # (1, C, 1, 1): a global mean, so H/W stay free
     s = g.op("Relu", g.conv(s, name + ".fc1", c))
-    s = g.op("Sigmoid", g.conv(s, name + ".fc2", g.weights(name + ".fc1.weight").shape[0]))
+    s = g.op("Sigmoid", g.conv(s, name + ".fc2", g.weights.shape(name + ".fc1.weight")[0]))
     return g.op("Mul", x, s)
 
 
 def _mobileone(g: GraphBuilder, x: str, name: str, c_in: int, stride: int = 1, act: bool = True) -> str:
     """A re-parameterised MobileOne / large-kernel conv: conv [-> SE] [-> GELU]."""
     y = g.conv(x, name + ".reparam_conv", c_in, stride)
-    if g.weights(name + ".se.fc1.weight", optional=True) is not None:
-        y = _squeeze_excite(g, y, name + ".se", g.weights(name + ".reparam_conv.weight").shape[0])
+    if g.weights.has(name + ".se.fc1.weight"):
+        y = _squeeze_excite(g, y, name + ".se", g.weights.shape(name + ".reparam_conv.weight")[0])
     return g.gelu(y) if act else y
 
 
@@ -195,10 +205,10 @@ def build_vision_graph(ckpt: Checkpoint, arch: VisionArch | None = None):
     return model
 
 
-def write_vision_onnx(ckpt: Checkpoint, path: Path) -> Path:
+def write_vision_onnx(ckpt: Checkpoint, path: Path, arch: VisionArch | None = None) -> Path:
     """Build and save `vision.onnx` (with a `.data` file beside it when over 2 GiB)."""
     onnx = require("onnx")
-    model = build_vision_graph(ckpt)
+    model = build_vision_graph(ckpt, arch)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if model.ByteSize() > EXTERNAL_DATA_BYTES:

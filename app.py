@@ -192,7 +192,8 @@ def load_engine(args: argparse.Namespace, background: bool = False):
     from fastvlm.loading import BackgroundLoad
 
     try:
-        paths = model_paths(args, download=False)  # local files or the Hugging Face cache: no request
+        # files ready now (local, cached, converted): no request, no conversion, no fallback chosen early
+        paths = model_paths(args, download=False, look_only=not args.no_download)
     except ModelFileError:
         if args.no_download:
             raise
@@ -211,7 +212,7 @@ def _build_engine(args: argparse.Namespace, paths, report):
     report(f"loading {config.vision_path.name} + {config.llm_path.name} and warming up")
     t = time.perf_counter()
     engine = Engine.load(config)
-    log.info("model ready in %.1f s", time.perf_counter() - t)
+    log.info("model loaded and warmed up in %.1f s", time.perf_counter() - t)  # (a background load adds its total)
     return engine
 
 

@@ -55,15 +55,15 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime [FASTVLM_VISION_RUNTIME]")
 
 
-def model_paths(args: argparse.Namespace, download: bool | None = None, report=None):
-    """The two files per the flags (see fastvlm.weights); `report` hears the stages of a download."""
+def model_paths(args: argparse.Namespace, download: bool | None = None, report=None, look_only: bool = False):
+    """The two files per the flags (see fastvlm.weights.resolve); `report` hears the stages of a download."""
     from .weights import Hub, resolve
 
     download = not args.no_download if download is None else download
     int8 = args.vision is not None and str(args.vision) == "int8"
     paths = resolve(None if int8 else args.vision, args.llm, args.models, download=download, source=args.source,
                     hub=Hub(report=report), model=args.model,
-                    quant="f32" if _exact(args) else args.quant, threads=args.threads)
+                    quant="f32" if _exact(args) else args.quant, threads=args.threads, look_only=look_only)
     return _int8(paths, args) if int8 else paths
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..events import ModelFileError
 from .sources import Candidate
 
 log = logging.getLogger(__name__)
@@ -31,14 +32,11 @@ class Hub:
 
     endpoint: str | None = None
     cache_dir: Path | None = None
-    offline: bool | None = None  # None: huggingface_hub decides (HF_HUB_OFFLINE)
     report: Callable[[str], None] | None = None  # told "downloading <file>" before each download (UI header)
     unreachable: str | None = field(default=None, init=False)  # why the Hub could not be reached, once seen
 
     @property
     def is_offline(self) -> bool:
-        if self.offline is not None:
-            return self.offline
         from huggingface_hub import constants
 
         return constants.is_offline_mode()
@@ -67,9 +65,7 @@ class Hub:
 
         self._check_online(str(c))
         try:
-            log.info("downloading %s (once; it then stays in the Hugging Face cache)", c)
-            if self.report:
-                self.report(f"downloading {c}")
+            self._say_downloading(str(c))
             return Path(hf.hf_hub_download(c.repo, c.path, cache_dir=self.cache_dir, endpoint=self.endpoint,
                                            etag_timeout=ETAG_TIMEOUT_S))
         except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.RemoteEntryNotFoundError) as e:
@@ -81,8 +77,9 @@ class Hub:
             log.warning("downloading %s failed: %s", c, e)
             return None
 
-    def download_snapshot(self, repo: str, patterns: list[str]) -> Path:
-        """The files of `repo` matching `patterns`, as a snapshot folder (cache first, then the Hub)."""
+    def download_snapshot(self, repo: str, patterns: list[str], fetch: bool = True) -> Path:
+        """The files of `repo` matching `patterns`, as a snapshot folder: from the cache, else (with `fetch`)
+        from the Hub; `ModelFileError` when not cached and not to be fetched."""
         import huggingface_hub as hf
         from huggingface_hub import errors
 
@@ -90,13 +87,21 @@ class Hub:
             return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
                                              endpoint=self.endpoint, local_files_only=True))
         except errors.LocalEntryNotFoundError:
-            pass
+            if not fetch:
+                raise ModelFileError(f"{repo} is not in the Hugging Face cache") from None
         self._check_online(f"{repo} is not in the cache")
+        self._say_downloading(repo)
         try:
             return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
                                              endpoint=self.endpoint, etag_timeout=ETAG_TIMEOUT_S))
         except errors.LocalEntryNotFoundError as e:
             raise self._unreachable(e) from e
+
+    def _say_downloading(self, what: str) -> None:
+        if self.report:  # the app's background load logs what it is told
+            self.report(f"downloading {what}")
+        else:
+            log.info("downloading %s (once; it then stays in the Hugging Face cache)", what)
 
     def _check_online(self, what: str) -> None:
         """`HubUnreachable` at once when offline mode is on or the Hub already failed to answer."""

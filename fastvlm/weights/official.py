@@ -40,29 +40,27 @@ def converter_version() -> str:
 
 
 def converted(repo: str, hub: Hub, quant: str = "auto", download: bool = True, threads: int | None = None,
-              report: Callable[[str], None] | None = None) -> tuple[Path, Path, str]:
-    """(vision.onnx, llm.gguf, where they came from) for the checkpoint `repo`, converting it if needed.
-    Raises `ModelFileError` (or `HubUnreachable`) when it cannot be fetched, `ValueError` when it cannot be
-    converted."""
+              report: Callable[[str], None] | None = None, convert: bool = True) -> tuple[Path, Path, str]:
+    """(vision.onnx, llm.gguf, where they came from) for the checkpoint `repo`, converting it if needed (and
+    `convert`). Raises `ModelFileError` (or `HubUnreachable`) when it cannot be fetched or is not converted and
+    may not be, `ValueError` when it cannot be converted."""
     from ..convert.text_gguf import resolve_quant
 
     say = report or log.info
     quant = resolve_quant(quant)
-    snapshot = _snapshot(repo, hub, download, say)
+    snapshot = _snapshot(repo, hub, download)
     out = hub.own_dir / "converted" / repo.replace("/", "--") / f"{snapshot.name[:12]}-{converter_version()}-{quant}"
     origin = f"{repo}@{snapshot.name[:12]} converted to ONNX + {quant.upper()} GGUF"
     if (out / DONE).is_file():
         return out / "vision.onnx", out / "llm.gguf", f"{origin} (cache)"
+    if not convert:
+        raise ModelFileError(f"{repo} is not converted yet")
     _convert(snapshot, out, quant, threads, say)
     return out / "vision.onnx", out / "llm.gguf", f"{origin} (converted now)"
 
 
-def _snapshot(repo: str, hub: Hub, download: bool, say: Callable[[str], None]) -> Path:
-    if not download:
-        hub = Hub(hub.endpoint, hub.cache_dir, offline=True)
-    else:
-        say(f"downloading {repo}")
-    snapshot = hub.download_snapshot(repo, PATTERNS)
+def _snapshot(repo: str, hub: Hub, download: bool) -> Path:
+    snapshot = hub.download_snapshot(repo, PATTERNS, fetch=download)
     if not (snapshot / "config.json").is_file() or not list(snapshot.glob("*.safetensors")):
         raise ModelFileError(f"{repo} has no config.json + *.safetensors: not a FastVLM checkpoint")
     return snapshot

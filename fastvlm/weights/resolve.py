@@ -34,28 +34,31 @@ class ModelPaths:
 
 def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Path | None = None,
             download: bool = True, source: str | None = None, hub: Hub | None = None,
-            model: str = DEFAULT_MODEL, quant: str = "auto", threads: int | None = None) -> ModelPaths:
+            model: str = DEFAULT_MODEL, quant: str = "auto", threads: int | None = None,
+            look_only: bool = False) -> ModelPaths:
     """Both files, each from the first place that has it; one clear error naming what is missing.
 
     `source`: "official" (Apple's checkpoint `model`, converted once), "prebuilt" (the published CPU files),
-    or None: official, falling back to prebuilt (FastVLM-0.5B only) when it cannot be fetched or converted."""
+    or None: official, falling back to prebuilt (FastVLM-0.5B only) when it cannot be fetched or converted.
+    `look_only`: files ready now or a `ModelFileError`, with no download, no conversion and no fallback (what a
+    full resolve would pick may still be fetched: the app's start-up check, before its background load)."""
     hub = hub or Hub()
     given = [p for p in (vision, llm) if p is not None] or ([models_dir] if models_dir is not None else [])
     if source != "prebuilt" and not given:
         try:
-            return _official(model, hub, quant, download, threads)
+            return _official(model, hub, quant, download and not look_only, threads, convert=not look_only)
         except (ModelFileError, HubUnreachable, ValueError, OSError) as e:
-            if source == "official" or model != DEFAULT_MODEL:
+            if source == "official" or model != DEFAULT_MODEL or look_only:
                 raise ModelFileError(f"{model} could not be fetched or converted: {e}") from e
             log.warning("the official checkpoint %s could not be fetched or converted (%s); using the prebuilt "
                         "files instead (--source prebuilt)", model, e)
             if hub.report:
                 hub.report(f"{model} unavailable; using the prebuilt files")
-    return _prebuilt(vision, llm, models_dir, download, SOURCES["prebuilt"], hub)
+    return _prebuilt(vision, llm, models_dir, download and not look_only, SOURCES["prebuilt"], hub)
 
 
-def _official(model: str, hub: Hub, quant: str, download: bool, threads: int | None) -> ModelPaths:
-    vision, llm, origin = official.converted(model, hub, quant, download, threads, hub.report)
+def _official(model: str, hub: Hub, quant: str, download: bool, threads: int | None, convert: bool) -> ModelPaths:
+    vision, llm, origin = official.converted(model, hub, quant, download, threads, hub.report, convert)
     paths = ModelPaths(vision, llm, {"vision": origin, "llm": origin})
     validate(paths)
     log.info("model: %s", origin)

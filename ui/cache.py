@@ -19,7 +19,6 @@ log = logging.getLogger(__name__)
 class CacheSweeper:
     def __init__(self, blocks, every_s: float, max_age_s: float, clock=time.time):
         self._blocks, self.every_s, self.max_age_s, self._clock = blocks, every_s, max_age_s, clock
-        self._stop = threading.Event()
 
     def sweep(self) -> int:
         """Delete the app's files older than `max_age_s` (by change time: reading an image in use refreshes it,
@@ -47,12 +46,10 @@ class CacheSweeper:
         threading.Thread(target=self._run, name="gradio-cache-sweeper", daemon=True).start()
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
-
     def _run(self) -> None:
         seen_running = False
-        while not self._stop.wait(self.every_s):
+        while True:  # ends with the server (below)
+            time.sleep(self.every_s)
             running = bool(getattr(self._blocks, "is_running", False))
             if seen_running and not running:  # the server was closed
                 return

@@ -1,7 +1,7 @@
 """FastVLM on CPU, the web app: `python app.py [--models DIR | --vision F.onnx --llm F.gguf] [--host H] [--port P]`.
 
 Also the Hugging Face Spaces entry point (README front matter `app_file: app.py`). Flags and environment
-are read here only; nothing happens at import time, so tests import `create_app` and `launch`.
+are read here only; nothing happens at import time. The app itself is `ui.create_app` + `ui.launch`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ import time
 
 log = logging.getLogger("fastvlm.app")
 
-QUEUE_SIZE = 64  # people waiting beyond this get "queue full" instead of an endless wait
-MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
-
 
 def build_parser() -> argparse.ArgumentParser:
-    from fastvlm.cli import add_model_arguments
+    from fastvlm.cli.main import add_model_arguments
 
     p = argparse.ArgumentParser(prog="python app.py", description="FastVLM on CPU: the Gradio app")
     add_model_arguments(p)
@@ -99,36 +96,6 @@ def load_speech(args: argparse.Namespace):
     return speech
 
 
-def create_app(engine, settings=None, speech=None):
-    """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
-
-    Answers run one at a time through the queue (people see their place in line); prepare, live frames and
-    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all.
-    `speech` (from `load_speech`) adds the Voice + camera tab."""
-    from ui import build_app
-
-    demo = build_app(engine, settings, speech)
-    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
-    return demo
-
-
-def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None):
-    """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
-    the UI; `lifespan` (MCP's) runs while the server does. Returns Gradio's (app, local url, share url)."""
-    from ui import launch_style
-
-    app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
-    served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
-                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
-                         mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
-    sweeper = getattr(demo, "cache_sweeper", None)
-    if sweeper is not None:
-        sweeper.start()  # ends by itself when the server is closed
-    if block:
-        demo.block_thread()
-    return served
-
-
 def api_routes(engine, args: argparse.Namespace) -> list:
     """The OpenAI-compatible API's routes. Off-loopback without a key (a Space, a LAN) the API stays off
     and the UI is served alone, unless --allow-unauthenticated-remote."""
@@ -184,12 +151,12 @@ def load_engine(args: argparse.Namespace, background: bool = False):
 
         log.info("using the remote backend %s", args.backend)
         return RemoteEngine.connect(args.backend, args.backend_key or args.api_key)
-    from fastvlm.cli import model_paths
-    from fastvlm.events import ModelFileError
+    from fastvlm.cli.main import model_paths
+    from fastvlm.engine.events import ModelFileError
 
     if not background:
         return _build_engine(args, model_paths(args), log.info)
-    from fastvlm.loading import BackgroundLoad
+    from fastvlm.weights.loading import BackgroundLoad
 
     try:
         # files ready now (local, cached, converted): no request, no conversion, no fallback chosen early
@@ -205,8 +172,8 @@ def load_engine(args: argparse.Namespace, background: bool = False):
 
 
 def _build_engine(args: argparse.Namespace, paths, report):
-    from fastvlm.cli import engine_config, model_paths
-    from fastvlm.engine import Engine
+    from fastvlm.cli.main import engine_config, model_paths
+    from fastvlm.engine.engine import Engine
 
     config = engine_config(args, paths or model_paths(args, report=report))
     report(f"loading {config.vision_path.name} + {config.llm_path.name} and warming up")
@@ -217,7 +184,7 @@ def _build_engine(args: argparse.Namespace, paths, report):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from fastvlm.events import ModelFileError
+    from fastvlm.engine.events import ModelFileError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -231,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mcp = mcp_server(engine, args)
         routes = api_routes(engine, args) + (mcp.routes if mcp else [])
+        from ui import create_app, launch
+
         launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=routes,
                lifespan=mcp.lifespan if mcp else None)
     finally:

@@ -1,8 +1,20 @@
 """FastVLM on CPU: an in-process streaming engine (ONNX Runtime vision + llama.cpp language model)."""
 
-from .config import EngineConfig, GenerationOptions
-from .events import Busy, Done, Event, FirstToken, InputError, ModelFileError, Notice, Request, Result, Stats, TextDelta
-from .prompt import Turn
+from .engine.config import EngineConfig, GenerationOptions
+from .engine.events import (
+    Busy,
+    Done,
+    Event,
+    FirstToken,
+    InputError,
+    ModelFileError,
+    Notice,
+    Request,
+    Result,
+    Stats,
+    TextDelta,
+)
+from .engine.prompt import Turn
 
 __all__ = [
     "Busy", "Done", "EngineConfig", "Event", "FirstToken", "GenerationOptions", "InputError", "ModelFileError",

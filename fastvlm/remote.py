@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 from PIL import Image as PILImage
 
-from . import preprocess
-from .config import TRAINED_RESOLUTION
-from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta, collect
+from .engine import preprocess
+from .engine.config import TRAINED_RESOLUTION
+from .engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta, collect
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _synth_fingerprint() -> str:
     h = hashlib.sha256()
-    for name in ("synth.py", "synth_tokenizer.py"):
+    for name in ("synth/models.py", "synth/tokenizer.py", "convert/qwen2_gguf.py", "convert/quantize.py"):
         h.update((ROOT / "fastvlm" / name).read_bytes())
     return h.hexdigest()[:12]
 
@@ -27,7 +27,7 @@ def model_cache() -> Path:
 @pytest.fixture(scope="session")
 def tiny_models():
     """SynthPaths of the tiny models (seed 0), written once and reused across sessions."""
-    from fastvlm.synth import SynthPaths, write_models
+    from fastvlm.synth.models import SynthPaths, write_models
 
     out = model_cache() / "tiny-0"
     paths = SynthPaths(out / "vision.onnx", out / "llm.gguf")
@@ -50,8 +50,8 @@ def _publish(out: Path, write) -> None:
 def _apple_fingerprint() -> str:
     """The code that writes the Apple-layout checkpoint: a change rebuilds the cached one."""
     h = hashlib.sha256(_synth_fingerprint().encode())
-    for name in ("random_model.py", "checkpoint.py", "safetensors_np.py", "vocab.py"):
-        h.update((ROOT / "fastvlm" / "convert" / name).read_bytes())
+    for name in ("synth/random_model.py", "convert/checkpoint.py", "convert/safetensors_np.py", "convert/vocab.py"):
+        h.update((ROOT / "fastvlm" / name).read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -64,7 +64,7 @@ def apple_checkpoint() -> Path:
     if not (out / "model.safetensors").is_file():
         pytest.importorskip("torch")
         pytest.importorskip("timm")
-        from fastvlm.convert.random_model import write_apple_checkpoint
+        from fastvlm.synth.random_model import write_apple_checkpoint
 
         _publish(out, lambda tmp: write_apple_checkpoint(tmp, "tiny", 0))
     return out
@@ -79,7 +79,7 @@ def tiny_config(tiny_models):
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_config):
-    from fastvlm.engine import Engine
+    from fastvlm.engine.engine import Engine
 
     engine = Engine.load(tiny_config)
     yield engine

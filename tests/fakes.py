@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from fastvlm.kv import Tokens, identities
+from fastvlm.engine.kv import Tokens, identities
 
 SPECIAL = {"<|im_start|>": 1000, "<|im_end|>": 1001, "<|endoftext|>": 1002}
 IM_END, EOT = 1001, 1002
@@ -54,7 +54,7 @@ class FakeLM:
         self.prefills.append(identities(parts))
         for p in parts:
             if should_stop is not None and should_stop():
-                from fastvlm.lm import Cancelled
+                from fastvlm.engine.lm import Cancelled
 
                 raise Cancelled()
             if not isinstance(p, Tokens):

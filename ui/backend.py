@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from fastvlm.events import Event, Request
+from fastvlm.engine.events import Event, Request
 
 
 class Backend(Protocol):
     """Single-flight answering: one inference at a time, no per-user state."""
 
     def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
-        """Events of one answer. `wait=0` raises `fastvlm.events.Busy` on the first `next()` if the
+        """Events of one answer. `wait=0` raises `fastvlm.engine.events.Busy` on the first `next()` if the
         engine is serving someone else; closing the iterator stops decoding and frees the engine."""
         ...
 

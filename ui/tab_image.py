@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import gradio as gr
 
-from fastvlm.config import FAST_RESOLUTION, TRAINED_RESOLUTION, GenerationOptions
-from fastvlm.events import InputError, Request
-from fastvlm.prompt import Turn, question_or_default
+from fastvlm.engine.config import FAST_RESOLUTION, TRAINED_RESOLUTION, GenerationOptions
+from fastvlm.engine.events import InputError, Request
+from fastvlm.engine.prompt import Turn, question_or_default
 
 from .backend import Backend
 from .settings import AppSettings

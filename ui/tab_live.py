@@ -17,9 +17,9 @@ from itertools import chain
 import gradio as gr
 import numpy as np
 
-from fastvlm.config import GenerationOptions
-from fastvlm.events import Busy, Request
-from fastvlm.prompt import question_or_default
+from fastvlm.engine.config import GenerationOptions
+from fastvlm.engine.events import Busy, Request
+from fastvlm.engine.prompt import question_or_default
 
 from .backend import Backend
 from .settings import AppSettings

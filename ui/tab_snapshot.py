@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import gradio as gr
 import numpy as np
 
-from fastvlm.config import GenerationOptions
-from fastvlm.events import InputError, Request
-from fastvlm.prompt import question_or_default
+from fastvlm.engine.config import GenerationOptions
+from fastvlm.engine.events import InputError, Request
+from fastvlm.engine.prompt import question_or_default
 
 from .backend import Backend
 from .settings import AppSettings

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import gradio as gr
 import numpy as np
 
-from fastvlm.events import InputError
+from fastvlm.engine.events import InputError
 from fastvlm.speech import SpeechStarted, UtteranceEnded
 
 from .backend import Backend

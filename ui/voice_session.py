@@ -34,7 +34,7 @@ from fastvlm.speech import (
 from fastvlm.speech.audio import RATE
 
 if TYPE_CHECKING:
-    from .voice_turn import SpeechQueue
+    from .voice_queue import SpeechQueue
 
 log = logging.getLogger(__name__)
 

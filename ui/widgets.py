@@ -13,8 +13,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from fastvlm.cancel import CancelToken
-from fastvlm.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
+from fastvlm.engine.cancel import CancelToken
+from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
 
 log = logging.getLogger(__name__)
 

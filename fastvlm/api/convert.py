@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import GenerationOptions, check_resolution
-from ..plan import MAX_TURNS
-from ..prompt import Turn
+from ..engine.config import GenerationOptions, check_resolution
+from ..engine.plan import MAX_TURNS
+from ..engine.prompt import Turn
 from .errors import ApiError
 from .schema import ChatCompletionRequest, ContentPart, ImageURL
 

@@ -18,7 +18,7 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ..events import Busy, InputError
+from ..engine.events import Busy, InputError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import anyio
 import httpx
 from PIL import Image
 
-from .. import preprocess
+from ..engine import preprocess
 from .errors import ApiError
 from .settings import ApiSettings
 

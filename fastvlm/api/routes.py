@@ -15,9 +15,9 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .. import preprocess
-from ..config import GenerationOptions
-from ..events import Request as EngineRequest
+from ..engine import preprocess
+from ..engine.config import GenerationOptions
+from ..engine.events import Request as EngineRequest
 from . import convert, images
 from .errors import ApiError, route_class
 from .schema import ChatCompletionRequest, Completion, PrepareRequest

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..events import Stats, StopReason
+from ..engine.events import Stats, StopReason
 
 FinishReason = Literal["stop", "length"]
 _FINISH: dict[str, FinishReason] = {"end_of_turn": "stop", "end_of_text": "stop", "stop_string": "stop",

@@ -12,9 +12,9 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ..cancel import CancelToken
-from ..events import Done, Event, Notice, ResultBuilder, Stats, TextDelta
-from ..events import Request as EngineRequest
+from ..engine.cancel import CancelToken
+from ..engine.events import Done, Event, Notice, ResultBuilder, Stats, TextDelta
+from ..engine.events import Request as EngineRequest
 from .errors import busy_error, sse_error
 from .schema import Completion, finish_reason, timings
 from .settings import ApiSettings

@@ -1,1 +1,2 @@
-"""Benchmarks: TTFT/decode timing with a bare baseline, a soak run, and a plot."""
+"""Benchmarks: TTFT/decode timing with a bare baseline, the journeys (engine-only and `browser/` through the
+page), vision graph comparison, a soak run, and plots."""

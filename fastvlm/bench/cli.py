@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
 
 
 def _loaded(images):
-    from ..preprocess import load_image
+    from ..engine.preprocess import load_image
 
     return [load_image(i) for i in images]
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cancel import CancelToken
-from ..config import GenerationOptions
-from ..events import Busy, Done, FirstToken, Request
+from ..engine.cancel import CancelToken
+from ..engine.config import GenerationOptions
+from ..engine.events import Busy, Done, FirstToken, Request
 from .runs import fresh, sample_images
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import plan as planner
-from .. import prompt, preprocess
-from ..kv import Image, Tokens
+from ..engine import plan as planner
+from ..engine import prompt, preprocess
+from ..engine.kv import Image, Tokens
 
 
 def bare_vision_call(vision) -> Callable[[np.ndarray], np.ndarray]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..config import GenerationOptions
-from ..events import Request, Result, Turn
-from ..preprocess import load_image
+from ..engine.config import GenerationOptions
+from ..engine.events import Request, Result, Turn
+from ..engine.preprocess import load_image
 
 log = logging.getLogger(__name__)
 

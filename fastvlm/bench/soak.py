@@ -7,8 +7,8 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from ..config import GenerationOptions
-from ..events import Request, TextDelta, Turn
+from ..engine.config import GenerationOptions
+from ..engine.events import Request, TextDelta, Turn
 from .runs import fresh
 
 log = logging.getLogger(__name__)

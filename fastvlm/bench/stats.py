@@ -7,7 +7,7 @@ import platform
 import statistics
 from importlib import metadata
 
-from ..cpu import cpu_model, features
+from ..engine.cpu import cpu_model, features
 
 
 def summarize(values: list[float]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..vision_runtimes import load_vision, openvino_available
+from ..engine.vision_runtimes import load_vision, openvino_available
 from .stats import summarize
 
 log = logging.getLogger(__name__)

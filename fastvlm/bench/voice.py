@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import GenerationOptions
-from ..events import Done, FirstToken, Request, TextDelta
+from ..engine.config import GenerationOptions
+from ..engine.events import Done, FirstToken, Request, TextDelta
 from .runs import fresh, sample_images
 from .stats import machine_info, summarize, write_report
 

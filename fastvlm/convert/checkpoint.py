@@ -10,7 +10,7 @@ Two layouts are accepted:
   model and every such key must be found (strict), so a layout this does not know fails loudly.
 
 Tensors are read lazily (memory-mapped, numpy only: `safetensors_np`), one at a time, so a 7B text model is never in
-memory whole. Only `config` and the `load_*` functions (the parity reference) need transformers and torch.
+memory whole. The parity reference built from it (transformers, torch) is `fastvlm.verify.reference`.
 """
 
 from __future__ import annotations
@@ -141,23 +141,10 @@ class Checkpoint:
             raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name}")
         return load_f32(self.index[name])
 
-    @functools.cached_property
-    def config(self):
-        """transformers' FastVlmConfig (needs transformers: only for the parity reference)."""
-        transformers = require("transformers")
-        require("timm")
-        if self.layout == "transformers":
-            return transformers.FastVlmConfig.from_pretrained(str(self.path))
-        from .arch import vision_arch  # arch reads Checkpoint: imported here, not at the top
-
-        stages = vision_arch(self).stages
-        shrink = {"layers": [s.blocks for s in stages], "embed_dims": [s.width for s in stages]}
-        return _apple_config(self.raw, self.unused_token_row(), shrink)
-
     def unused_token_row(self) -> int:
         """The first embedding row no token uses: the reference's image token for Apple's layout, whose
         `<image>` is a sentinel in its code, not a token (151646 in Qwen2's vocabulary)."""
-        from fastvlm.synth_tokenizer import UNUSED
+        from fastvlm.convert.qwen2_gguf import UNUSED
 
         from .vocab import read_vocab
 
@@ -215,33 +202,3 @@ def _safetensors(path: Path) -> tuple[Path, ...]:
     return files
 
 
-def _apple_config(raw: dict, image_token_id: int, vision_args: dict):
-    """A FastVlmConfig for Apple's llava_qwen2 config.json: its top level is the Qwen2 config."""
-    transformers = require("transformers")
-    text_keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
-                 "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
-    text = {"model_type": "qwen2", **{k: raw[k] for k in text_keys if k in raw}}
-    if "rope_theta" in text:
-        text["rope_parameters"] = {"rope_type": "default", "rope_theta": text.pop("rope_theta")}
-    vision = {"model_type": "timm_wrapper", "architecture": "fastvit_mci3", "do_pooling": False,
-              "hidden_size": raw.get("mm_hidden_size", 3072), "model_args": {"inference_mode": True, **vision_args}}
-    return transformers.FastVlmConfig(vision_config=vision, text_config=text, image_token_index=image_token_id,
-                                      tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)))
-
-
-def load_reference_model(ckpt: Checkpoint):
-    """The whole `FastVlmForConditionalGeneration` in float32 (the parity check's reference)."""
-    torch = require("torch")
-    transformers = require("transformers")
-    model = transformers.FastVlmForConditionalGeneration(ckpt.config)
-    state = {t.name: t.load().float() for t in ckpt.tensors()}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.endswith("num_batches_tracked")
-               and not (k == "lm_head.weight" and ckpt.config.tie_word_embeddings)]
-    if missing or unexpected:
-        raise CheckpointError(f"{ckpt.path}: weights do not fit FastVlmForConditionalGeneration "
-                              f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
-    if ckpt.config.tie_word_embeddings:
-        model.tie_weights()
-    with torch.no_grad():
-        return model.float().eval()

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image as PILImage
 
-from fastvlm import preprocess
+from fastvlm.engine import preprocess
 
 from ._deps import require
 
@@ -126,8 +126,6 @@ def write_int8(fp32: Path, out_dir: Path, resolution: int, threads: int = 2,
 
 
 def _check_images():
-    from .parity import sample_images
-
     return sample_images().values()
 
 
@@ -137,7 +135,7 @@ def _run_ort(path: Path, threads: int):
 
 
 def _run_openvino(path: Path, threads: int):
-    from fastvlm.vision_runtimes import OpenVinoVision
+    from fastvlm.engine.vision_runtimes import OpenVinoVision
 
     vision = OpenVinoVision.load(path, threads, precision="f32")
     return lambda p: vision.encode(p)[None]
@@ -154,3 +152,14 @@ def _one(runtime, quantize, fp32: Path, dst: Path, calib, check, reference, runn
         log.warning("int8 %s: cosine %.5f < %.3f against fp32; the file was not kept", runtime, cos, COSINE_GATE)
         return Int8File(runtime, None, cos, seconds, f"(below the {COSINE_GATE} gate)")
     return Int8File(runtime, dst, cos, seconds)
+
+
+def sample_images() -> dict[str, PILImage.Image]:
+    """Two different deterministic pictures: a square one and a wide one (which gets padded)."""
+    out = {}
+    for name, (w, h), seed in (("square", (320, 320), 11), ("wide", (480, 272), 12)):
+        rng = np.random.default_rng(seed)
+        coarse = rng.integers(0, 256, (h // 16 + 1, w // 16 + 1, 3), dtype=np.uint8)  # smooth blobs of colour
+        img = PILImage.fromarray(coarse).resize((w, h), PILImage.Resampling.BICUBIC)
+        out[name] = img
+    return out

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fastvlm.cpu import native_bf16
-from fastvlm.synth import quantize_gguf
-from fastvlm.synth_tokenizer import Qwen2Sizes, Vocab, add_qwen2_metadata
+from fastvlm.convert.quantize import quantize_gguf
+from fastvlm.convert.qwen2_gguf import Qwen2Sizes, Vocab, add_qwen2_metadata
+from fastvlm.engine.cpu import native_bf16
 
 from ._deps import require
 from .arch import TextArch
@@ -37,7 +37,7 @@ _LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "iq4_nl": "LLAMA_FTYPE_MOSTL
 
 
 def resolve_quant(quant: str, bf16_native: bool | None = None) -> str:
-    """A concrete quant name (lower case) for `quant`; `auto` asks the CPU (`fastvlm.cpu.native_bf16`)."""
+    """A concrete quant name (lower case) for `quant`; `auto` asks the CPU (`fastvlm.engine.cpu.native_bf16`)."""
     q = quant.lower()
     if q not in QUANTS:
         raise ValueError(f"--quant must be one of {', '.join(QUANTS)}, got {quant!r}")

@@ -1,9 +1,9 @@
 """The tokenizer between Hugging Face's `tokenizer.json` and the GGUF vocabulary.
 
-A GGUF stores what `synth_tokenizer.Vocab` holds: token texts, token types and merges. Reading a
+A GGUF stores what `qwen2_gguf.Vocab` holds: token texts, token types and merges. Reading a
 checkpoint's byte-level BPE `tokenizer.json` gives that (added special tokens become CONTROL, as
 llama.cpp's own converter does; ids with no token up to the embedding's row count become unused
-`[PAD<id>]`). Writing one from a `Vocab` gives random-weight checkpoints a real Qwen2-style tokenizer.
+`[PAD<id>]`). `fastvlm.synth.tokenizer` writes one from a `Vocab` for random-weight checkpoints.
 """
 
 from __future__ import annotations
@@ -11,19 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fastvlm.synth_tokenizer import (
-    CHAT_TEMPLATE,
-    CONTROL,
-    ENDOFTEXT,
-    IM_END,
-    IM_START,
-    NORMAL,
-    UNUSED,
-    Vocab,
-    build_vocab,
-)
-
-from ._deps import require
+from .qwen2_gguf import CHAT_TEMPLATE, CONTROL, ENDOFTEXT, IM_END, IM_START, NORMAL, UNUSED, Vocab
 
 USER_DEFINED = 4  # gguf.TokenType.USER_DEFINED
 IMAGE_TOKEN = "<image>"
@@ -101,36 +89,3 @@ def read_chat_template(checkpoint: Path) -> str:
     return CHAT_TEMPLATE
 
 
-def synth_vocab_with_image(vocab_size: int | None = None) -> tuple[Vocab, int]:
-    """The synthetic models' vocabulary plus `<image>` (CONTROL) right after the specials; (vocab, image id)."""
-    v = build_vocab(vocab_size=vocab_size)
-    image_id = v.im_end + 1
-    if image_id < len(v.tokens):  # Qwen2-sized: an unused slot becomes <image>, as in FastVLM (151646)
-        tokens = (*v.tokens[:image_id], IMAGE_TOKEN, *v.tokens[image_id + 1:])
-        types = (*v.types[:image_id], CONTROL, *v.types[image_id + 1:])
-    else:
-        tokens, types = (*v.tokens, IMAGE_TOKEN), (*v.types, CONTROL)
-    return Vocab(tokens, types, v.merges, v.endoftext, v.im_start, v.im_end), image_id
-
-
-def write_tokenizer(vocab: Vocab, out_dir: Path) -> None:
-    """Save `vocab` as a Hugging Face Qwen2-style tokenizer (tokenizer.json + tokenizer_config.json)."""
-    tk = require("tokenizers")
-    transformers = require("transformers")
-    regular = {t: i for i, (t, k) in enumerate(zip(vocab.tokens, vocab.types)) if k == NORMAL}
-    merges = [tuple(m.split(" ")) for m in vocab.merges]
-    tok = tk.Tokenizer(tk.models.BPE(vocab=regular, merges=merges, byte_fallback=False))
-    tok.normalizer = tk.normalizers.NFC()
-    tok.pre_tokenizer = tk.pre_tokenizers.Sequence([
-        tk.pre_tokenizers.Split(tk.Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
-        tk.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
-    tok.decoder = tk.decoders.ByteLevel()
-    specials = [(i, t) for i, (t, k) in enumerate(zip(vocab.tokens, vocab.types)) if k == CONTROL]
-    for i, t in specials:  # added in id order, so each lands on its own id
-        if tok.get_vocab_size(with_added_tokens=True) != i:
-            raise ValueError(f"special token {t!r} must follow the regular tokens directly (id {i})")
-        tok.add_special_tokens([tk.AddedToken(t, special=True, normalized=False)])
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token=IM_END, pad_token=ENDOFTEXT, chat_template=CHAT_TEMPLATE)
-    fast.save_pretrained(str(out_dir))

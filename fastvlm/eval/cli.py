@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from ..config import check_resolution
+from ..engine.config import check_resolution
 from .convert import convert
 from .data import TASKS, DataError, load_items, write_items
 from .prompts import PROMPTS

@@ -8,7 +8,7 @@
 - OCRBench: the bare question (OCRBench's own evaluation adds nothing).
 
 A question that already ends with the suffix (e.g. copied from LLaVA's files) gets no second copy.
-The chat template around the prompt is the engine's business (`fastvlm.prompt`).
+The chat template around the prompt is the engine's business (`fastvlm.engine.prompt`).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
-from ..config import GenerationOptions
-from ..events import Request, Result
+from ..engine.config import GenerationOptions
+from ..engine.events import Request, Result
 from . import metrics
 from .data import DataError, Item, image_path
 from .prompts import build_prompt

@@ -28,9 +28,9 @@ from ..api.errors import ApiError, to_api_error
 from ..api.security import authorize, is_loopback, read_body
 from ..api.settings import ApiSettings
 from ..api.streaming import Gate
-from ..config import TRAINED_RESOLUTION
-from ..events import Request as EngineRequest
-from ..events import ResultBuilder
+from ..engine.config import TRAINED_RESOLUTION
+from ..engine.events import Request as EngineRequest
+from ..engine.events import ResultBuilder
 from .settings import McpSettings
 from .tools import Limits, ToolError, parse_call, structured_result, tool_specs
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import GenerationOptions, check_resolution
-from ..events import Result
-from ..preprocess import FORMATS_HINT
-from ..prompt import clean_user_text
+from ..engine.config import GenerationOptions, check_resolution
+from ..engine.events import Result
+from ..engine.preprocess import FORMATS_HINT
+from ..engine.prompt import clean_user_text
 from .settings import McpSettings
 
 ASK_IMAGE, DESCRIBE_IMAGE = "ask_image", "describe_image"

@@ -1,7 +1,7 @@
 """Audio as the speech models want it: float32 mono samples at 16 kHz, in [-1, 1].
 
 Pure numpy (no scipy): microphones hand over int16 at 44.1/48 kHz, often stereo;
-eSpeak NG speaks int16 at 22.05 kHz. Broken audio raises `fastvlm.events.InputError`.
+eSpeak NG speaks int16 at 22.05 kHz. Broken audio raises `fastvlm.engine.events.InputError`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..events import InputError
+from ..engine.events import InputError
 
 RATE = 16_000  # Whisper and Silero VAD both work at 16 kHz
 _MAX_CHANNELS = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import physical_cores
+from ..engine.config import physical_cores
 
 
 @dataclass(frozen=True)

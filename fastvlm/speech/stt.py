@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 
-from ..events import ModelFileError
+from ..engine.events import ModelFileError
 from .audio import RATE, check_audio
 from .config import SpeechConfig
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..events import InputError
+from ..engine.events import InputError
 from .config import SpeechConfig
 from .espeak import EspeakBackend, EspeakError, find_backend
 from .sentences import SentenceChunker, split_sentences

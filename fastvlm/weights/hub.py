@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..events import ModelFileError
+from ..engine.events import ModelFileError
 from .sources import Candidate
 
 log = logging.getLogger(__name__)

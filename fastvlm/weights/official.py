@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..events import ModelFileError
+from ..engine.events import ModelFileError
 from .hub import Hub
 
 log = logging.getLogger(__name__)
@@ -25,8 +25,8 @@ DEFAULT_MODEL = "apple/FastVLM-0.5B"
 # What a conversion reads: weights (one file or shards + index), config, slow-tokenizer files.
 PATTERNS = ["config.json", "*.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt",
             "tokenizer_config.json", "added_tokens.json", "special_tokens_map.json", "generation_config.json"]
-CONVERTER_MODULES = ("build.py", "vision_graph.py", "text_gguf.py", "arch.py", "checkpoint.py", "vocab.py",
-                     "safetensors_np.py")
+CONVERTER_MODULES = ("build.py", "vision_graph.py", "text_gguf.py", "qwen2_gguf.py", "quantize.py", "arch.py",
+                     "checkpoint.py", "vocab.py", "safetensors_np.py")
 DONE = "conversion.json"  # written last: its presence marks a complete folder
 
 

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..events import ModelFileError
+from ..engine.events import ModelFileError
 from . import official
 from .hub import Hub, HubUnreachable
 from .official import DEFAULT_MODEL

@@ -87,16 +87,15 @@ def browser(sync_api, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def server(browser, tiny_config):
-    import app
-    from fastvlm.engine import Engine
-    from ui import AppSettings
+    from fastvlm.engine.engine import Engine
+    from ui import AppSettings, create_app, launch
 
     engine = Engine.load(tiny_config)  # its own engine: its language model gets slowed
     lm = engine.lm = SlowLM(engine.lm)
     settings = AppSettings(max_new_tokens=32, snapshot_max_new_tokens=24, live_max_new_tokens=12,
                            live_interval_s=1, frame_every_s=0.5)
-    demo = app.create_app(engine, settings)
-    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False)
+    demo = create_app(engine, settings)
+    _, url, _ = launch(demo, "127.0.0.1", _free_port(), block=False)
     yield Server(url, engine, lm)
     demo.close()
     engine.close()

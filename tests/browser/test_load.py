@@ -60,16 +60,15 @@ STRIP = png(Image.new("RGB", (4200, 100), (200, 200, 40)))  # 42:1, refused from
 
 @pytest.fixture
 def load_server(browser, tiny_config, tmp_path, monkeypatch):
-    import app
     from fastvlm.api import ApiSettings, build_router
-    from fastvlm.engine import Engine
-    from ui import AppSettings
+    from fastvlm.engine.engine import Engine
+    from ui import AppSettings, create_app, launch
 
     cache = tmp_path / "gradio-cache"
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
     engine = Engine.load(tiny_config)
-    demo = app.create_app(engine, AppSettings(max_new_tokens=16, cache_sweep_s=SWEEP_S, cache_max_age_s=AGE_S))
-    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False,
+    demo = create_app(engine, AppSettings(max_new_tokens=16, cache_sweep_s=SWEEP_S, cache_max_age_s=AGE_S))
+    _, url, _ = launch(demo, "127.0.0.1", _free_port(), block=False,
                            routes=build_router(engine, ApiSettings()).routes)
     yield url, engine, cache
     demo.close()

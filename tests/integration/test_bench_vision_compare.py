@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from fastvlm.cli import main
+from fastvlm.cli.main import main
 
 
 def test_two_graphs_are_timed_on_each_runtime_against_the_first(tiny_models, tmp_path, capsys):

@@ -5,11 +5,11 @@ import argparse
 import json
 from dataclasses import replace
 
-from fastvlm.cli import main
-from fastvlm.doctor import cli as doctor_cli
-from fastvlm.doctor import facts
-from fastvlm.doctor.report import Section
-from fastvlm.engine import Engine
+from fastvlm.cli.main import main
+from fastvlm.engine.engine import Engine
+from fastvlm.verify.doctor import cli as doctor_cli
+from fastvlm.verify.doctor import facts
+from fastvlm.verify.doctor.report import Section
 
 
 def test_gguf_and_graph_facts(tiny_models):

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from fastvlm import Busy, EngineConfig, GenerationOptions, InputError, Request, TextDelta, Turn
-from fastvlm.engine import Engine
+from fastvlm.engine.engine import Engine
 
 GREEDY = GenerationOptions(max_new_tokens=24)
 

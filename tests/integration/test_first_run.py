@@ -18,7 +18,7 @@ from PIL import Image
 
 from tests import graphs
 from tests.fakehub import FakeHub
-from tests.unit.test_ui_app import free_port
+from tests.unit.ui.test_ui_app import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ONNX_COMMUNITY, VISION_1024 = "onnx-community/FastVLM-0.5B-ONNX", "musk12/apple-fastvlm-vision-encoder-1024"

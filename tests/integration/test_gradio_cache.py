@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import app
 from fastvlm import EngineConfig
-from fastvlm.engine import Engine
+from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
+from ui import create_app, launch
 from ui.settings import AppSettings
 from ui.tab_image import keep_in_cache
 
@@ -47,8 +47,8 @@ def served(tmp_path, monkeypatch):
     cache = tmp_path / "gradio-cache"
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
     engine = Engine(FakeVision(), FakeLM(), EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128))
-    demo = app.create_app(engine, AppSettings(cache_sweep_s=SWEEP_S, cache_max_age_s=AGE_S))
-    _, url, _ = app.launch(demo, port=free_port(), block=False)
+    demo = create_app(engine, AppSettings(cache_sweep_s=SWEEP_S, cache_max_age_s=AGE_S))
+    _, url, _ = launch(demo, port=free_port(), block=False)
     try:
         yield url, cache
     finally:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from fastvlm import GenerationOptions, Request
-from fastvlm.engine import Engine
-from fastvlm.kv import Tokens
-from fastvlm.lm import Cancelled, LlamaLM
+from fastvlm.engine.engine import Engine
+from fastvlm.engine.kv import Tokens
+from fastvlm.engine.lm import Cancelled, LlamaLM
 
 IMAGE = np.random.default_rng(5).integers(0, 256, (80, 100, 3), dtype=np.uint8)
 GREEDY = GenerationOptions(max_new_tokens=12, temperature=0.0)

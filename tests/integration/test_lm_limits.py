@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 
 from fastvlm import EngineConfig, GenerationOptions, Request
-from fastvlm.engine import Engine
-from fastvlm.kv import Tokens
-from fastvlm.lm import LlamaLM
+from fastvlm.engine.engine import Engine
+from fastvlm.engine.kv import Tokens
+from fastvlm.engine.lm import LlamaLM
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _BIG_BATCH = """
 import sys
 from fastvlm import EngineConfig
-from fastvlm.kv import Tokens
-from fastvlm.lm import LlamaLM
+from fastvlm.engine.kv import Tokens
+from fastvlm.engine.lm import LlamaLM
 lm = LlamaLM.load(EngineConfig(vision_path=sys.argv[1], llm_path=sys.argv[2], threads=1, n_ctx=600, n_batch=1024))
 ids = lm.tokenize("a picture of a cat " * 200, special=False)[:700]  # more than llama.cpp's clamped batch of 600
 lm.prefill([Tokens(tuple(ids))])

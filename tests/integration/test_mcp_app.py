@@ -14,10 +14,11 @@ from PIL import Image
 import app
 from fastvlm import GenerationOptions, Request
 from fastvlm.remote import image_data_url
-from tests.unit.test_ui_app import free_port
+from tests.unit.ui.test_ui_app import free_port
 
 pytest.importorskip("mcp")
 from tests import mcp_client  # noqa: E402 - needs mcp
+from ui import create_app, launch
 
 KEY = "secret-mcp"
 QUESTION = "What is in the image?"
@@ -35,10 +36,10 @@ def served(tiny_engine):
     args = app.build_parser().parse_args(["--host", "127.0.0.1", "--api-key", KEY])
     mcp = app.mcp_server(tiny_engine, args)
     assert mcp is not None
-    demo = app.create_app(tiny_engine)
+    demo = create_app(tiny_engine)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("GRADIO_MCP_SERVER", "True")  # asks for Gradio's own MCP server, which must stay off
-        _, url, _ = app.launch(demo, "127.0.0.1", free_port(), block=False,
+        _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False,
                                routes=app.api_routes(tiny_engine, args) + mcp.routes, lifespan=mcp.lifespan)
     yield url.rstrip("/")
     demo.close()

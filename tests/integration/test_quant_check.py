@@ -6,8 +6,8 @@ import pytest
 
 
 def test_a_file_against_itself_and_against_its_q8_0(tiny_models, tmp_path):
-    from fastvlm.convert.quant_check import PROMPTS, compare_quant
     from fastvlm.convert.text_gguf import quantize
+    from fastvlm.verify.quant_check import PROMPTS, compare_quant
 
     same = compare_quant(tiny_models.llm, tiny_models.llm, PROMPTS[:2], threads=2)
     assert same.positions > 40 and same.top1_agreement == 1.0 and same.mean_kl == pytest.approx(0.0, abs=1e-9)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from fastvlm.events import ModelFileError
+from fastvlm.engine.events import ModelFileError
 from fastvlm.speech.audio import RATE, read_wav, rms, to_int16, to_mono_16k
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.sentences import split_sentences

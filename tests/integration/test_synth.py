@@ -9,8 +9,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from fastvlm import synth
-from fastvlm.synth_tokenizer import build_vocab, encode
+from fastvlm.synth import models as synth
+from fastvlm.synth.tokenizer import build_vocab, encode
 
 ENGLISH = "The dog is sitting on the grass in front of the white house, looking at the camera."
 UNICODE = ["🐱 cat", "猫が好きです。", "naïve café ñandú", "🇯🇵👩‍👩‍👧 e\u0301", "tab\tnew\nline\r\n  spaces "]

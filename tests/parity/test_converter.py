@@ -15,7 +15,7 @@ def test_vision_onnx_contract(tiny_parity):
     import onnx
     import onnxruntime as ort
 
-    from fastvlm.vision import onnx_io, read_spec
+    from fastvlm.engine.vision import onnx_io, read_spec
 
     _, work = tiny_parity
     path = work / "tiny-0" / "out" / "vision.onnx"
@@ -59,8 +59,8 @@ def test_gguf_metadata(tiny_parity):
 def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
     from fastvlm import EngineConfig, GenerationOptions, Request
     from fastvlm.convert.build import convert_quants
-    from fastvlm.convert.parity import sample_images
-    from fastvlm.engine import Engine
+    from fastvlm.convert.int8 import sample_images
+    from fastvlm.engine.engine import Engine
 
     _, work = tiny_parity
     vision, llms = convert_quants(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "q4_k_m", "iq4_nl"))
@@ -84,7 +84,7 @@ def test_unknown_quant_is_refused(tmp_path):
 
 
 def test_convert_command_ends_with_a_passing_parity_check(tiny_parity, tmp_path, capsys):
-    from fastvlm.convert import cli
+    from fastvlm.cli import convert as cli
 
     _, work = tiny_parity
     parser = argparse.ArgumentParser()
@@ -97,7 +97,7 @@ def test_convert_command_ends_with_a_passing_parity_check(tiny_parity, tmp_path,
 
 
 def test_random_model_is_determined_by_its_seed():
-    from fastvlm.convert import random_model
+    from fastvlm.synth import random_model
 
     a, _ = random_model.build("tiny", 3)
     b, _ = random_model.build("tiny", 3)

@@ -10,7 +10,7 @@ pytest.importorskip("timm")
 
 @pytest.mark.slow
 def test_full_vision_parity(tmp_path):
-    from fastvlm.convert.parity import run_parity
+    from fastvlm.verify.parity import run_parity
 
     report = run_parity("full-vision", seeds=(0,), modes=("strict", "default", "fast"), new_tokens=16,
                         work_dir=tmp_path)

@@ -35,7 +35,7 @@ def test_fast_mode_vision_keeps_cosine_0_999(tiny_parity):
     report, _ = tiny_parity
     for c in _cases(report, "fast"):
         assert c.vision_cosine >= 0.999, report.summary()
-        assert c.forced_top1_agree >= 0.75  # logits are reported, not gated (see fastvlm/convert/parity.py)
+        assert c.forced_top1_agree >= 0.75  # logits are reported, not gated (see fastvlm/verify/parity.py)
 
 
 def test_the_image_changes_the_answer(tiny_parity):
@@ -60,10 +60,11 @@ def test_tokenizer_and_report_verdict(tiny_parity):
 
 def test_a_wrong_splice_fails_strict_parity(tiny_parity):
     """The check can fail: image vectors spliced in reverse order must break token or logits agreement."""
-    from fastvlm import preprocess
-    from fastvlm.convert import random_model
-    from fastvlm.convert.compare import run_case
-    from fastvlm.convert.parity import QUESTION, open_engine, sample_images
+    from fastvlm.convert.int8 import sample_images
+    from fastvlm.engine import preprocess
+    from fastvlm.synth import random_model
+    from fastvlm.verify.compare import run_case
+    from fastvlm.verify.parity import QUESTION, open_engine
 
     _, work = tiny_parity
     out = work / "tiny-0" / "out"

@@ -42,7 +42,8 @@ def converted(apple_checkpoint, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(apple_checkpoint):
-    from fastvlm.convert.checkpoint import load_reference_model, open_checkpoint
+    from fastvlm.convert.checkpoint import open_checkpoint
+    from fastvlm.verify.reference import load_reference_model
 
     return load_reference_model(open_checkpoint(apple_checkpoint))
 
@@ -94,7 +95,7 @@ def test_vision_onnx_matches_reference_at_1024(converted, reference):
 def _greedy(reference, converted, apple_checkpoint, resolution):
     from pathlib import Path
 
-    from fastvlm.convert.parity import _cases, tokenizer_agrees
+    from fastvlm.verify.parity import _cases, tokenizer_agrees
 
     image_id = reference.config.image_token_id
     cases, parts = _cases(reference, {"f32": Path(converted["llm"])}, Path(converted["vision"]), "strict", resolution,

@@ -15,8 +15,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from fastvlm.convert.checkpoint import load_reference_model, open_checkpoint
+from fastvlm.convert.checkpoint import open_checkpoint
 from fastvlm.convert.vision_graph import EXTERNAL_DATA_BYTES, INPUT, OPSET, OUTPUT
+from fastvlm.verify.reference import load_reference_model
 
 log = logging.getLogger(__name__)
 

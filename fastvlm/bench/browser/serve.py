@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...events import Busy, Done
+from ...engine.events import Busy, Done
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,11 @@ def _free_port() -> int:
 
 @contextmanager
 def serve(engine: RecordingEngine, settings, speech=None):
-    """The app (`app.create_app`, as `python app.py` builds it) on a free local port; yields its URL."""
-    import app
+    """The app (`ui.create_app`, as `python app.py` builds it) on a free local port; yields its URL."""
+    from ui import create_app, launch  # the bench measures the whole app (the one import of ui in fastvlm/)
 
-    demo = app.create_app(engine, settings, speech)
-    _, url, _ = app.launch(demo, "127.0.0.1", _free_port(), block=False)
+    demo = create_app(engine, settings, speech)
+    _, url, _ = launch(demo, "127.0.0.1", _free_port(), block=False)
     try:
         yield url
     finally:

@@ -1,0 +1,184 @@
+"""Does our engine compute what FastVLM computes? transformers vs ONNX + GGUF + our prompt and splice.
+
+`run_parity` builds random-weight FastVLMs (`random_model`), converts them with the converter, and runs
+each case through transformers and our `Engine` on the same pixels (`preprocess.to_pixels`) and token ids:
+- strict (F32 GGUF, f32 KV cache, flash attention off): identical greedy tokens, first-step logits within 1e-3;
+- default (F16 GGUF, f16 KV cache, flash attention auto, as the app runs): teacher-forced logits within 0.1;
+- fast (default + the automatic vision runtime: OpenVINO in bf16 where available): image embeddings'
+  cosine with torch >= 0.999; its logits are reported, not judged (a tiny random model amplifies the
+  bf16 vision error ~30x, far more than a trained one).
+It also checks that two different images give different answers (else the check proves nothing) and that
+the checkpoint's Hugging Face tokenizer gives the same ids as llama.cpp on the GGUF for the whole prompt.
+`check_converted` runs the default mode on a real checkpoint and its converted files.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastvlm.engine import preprocess, prompt
+from fastvlm.engine.config import EngineConfig
+from fastvlm.engine.kv import Tokens
+
+from ..convert._deps import require
+from ..convert.int8 import sample_images
+from .compare import CaseResult, Probe, run_case
+from .reference import reference_config
+
+log = logging.getLogger(__name__)
+
+QUESTION = "Describe the image."
+STRICT_LOGITS, DEFAULT_LOGITS = 1e-3, 0.1
+MODES = {  # GGUF type, f32 KV cache, flash attention, vision runtime
+    "strict": ("f32", True, False, "onnxruntime"),
+    "default": ("f16", False, None, "onnxruntime"),
+    "fast": ("f16", False, None, "auto"),  # auto: OpenVINO (bf16 where the CPU has it) when installed
+}
+COSINE_GATE = 0.999  # reduced-precision vision (fast mode): embeddings' cosine with torch
+RESOLUTION = {"tiny": 256, "full-vision": 512, "0.5b": 1024}
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    shape: str
+    resolution: int
+    new_tokens: int
+    cases: tuple[CaseResult, ...]
+    images_matter: bool | None  # the reference answers differ between the two images (None: not judged)
+    tokenizer_agrees: bool  # HF tokenizer ids == llama.cpp ids for the whole prompt
+    gates: dict = field(default_factory=lambda: {"strict": STRICT_LOGITS, "default": DEFAULT_LOGITS})
+    seconds: float = 0.0
+
+    def failures(self) -> list[str]:
+        out = []
+        if self.images_matter is False:
+            out.append("two different images gave the same answer: the image has no effect")
+        if not self.tokenizer_agrees:
+            out.append("the Hugging Face tokenizer and llama.cpp tokenize the prompt differently")
+        for c in self.cases:
+            where = f"{c.mode} seed {c.seed} {c.image}"
+            if c.mode == "strict":
+                if c.agreed < self.new_tokens:
+                    out.append(f"{where}: tokens agree for {c.agreed} of {self.new_tokens}")
+                if c.first_logits_diff > self.gates["strict"]:
+                    out.append(f"{where}: first-step logits differ by {c.first_logits_diff:.2e}")
+            elif c.mode in self.gates and c.forced_logits_diff > self.gates[c.mode]:
+                out.append(f"{where}: teacher-forced logits differ by {c.forced_logits_diff:.3f}")
+            if c.mode == "fast" and c.vision_cosine < COSINE_GATE:
+                out.append(f"{where}: image embeddings' cosine {c.vision_cosine:.5f} < {COSINE_GATE}")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures()
+
+    def summary(self) -> str:
+        lines = [f"parity {self.shape} @ {self.resolution}px, {self.new_tokens} new tokens, {self.seconds:.1f}s"]
+        for c in self.cases:
+            lines.append(f"  {c.mode:8} seed {c.seed} {c.image:6}: tokens {c.agreed}/{len(c.reference_tokens)}, "
+                         f"first logits {c.first_logits_diff:.1e}, forced logits {c.forced_logits_diff:.1e} "
+                         f"(top-1 {c.forced_top1_agree:.0%}), vision {c.vision_diff:.1e} "
+                         f"cos {c.vision_cosine:.5f} [{c.vision_runtime}], "
+                         f"margin {c.min_margin:.2g}")
+        modes = {c.mode for c in self.cases}
+        judged = ", ".join(f"{m} <= {g:g}" for m, g in self.gates.items() if m in modes) or "none"
+        lines.append(f"  images matter: {self.images_matter}; tokenizer agrees: {self.tokenizer_agrees}; "
+                     f"logits gates: {judged}")
+        fails = self.failures()
+        lines.append("PASS" if not fails else "FAIL\n  " + "\n  ".join(fails))
+        return "\n".join(lines)
+
+
+@contextmanager
+def open_engine(vision: Path, llm: Path, resolution: int, kv_f32: bool, flash_attn: bool | None, threads: int,
+                runtime: str = "onnxruntime"):
+    """An `Engine` on the files with its language model wrapped in a recording `Probe`."""
+    from fastvlm.engine.engine import Engine
+    from fastvlm.engine.lm import LlamaLM
+    from fastvlm.engine.vision_runtimes import load_vision
+
+    config = EngineConfig(vision_path=vision, llm_path=llm, resolution=resolution, threads=threads, n_ctx=2048,
+                          kv_f32=kv_f32, flash_attn=flash_attn)
+    lm = LlamaLM.load(config)
+    try:
+        probe = Probe(lm)
+        encoder = load_vision(vision, threads, runtime, expect_dim=lm.n_embd, llm_path=llm)
+        yield Engine(encoder, probe, config), probe
+    finally:
+        lm.close()
+
+
+def _cases(model, files: dict[str, Path], vision: Path, mode: str, resolution: int, seed: int, n: int,
+           image_token_id: int, threads: int, quant: str | None = None) -> tuple[list[CaseResult], tuple]:
+    """Both sample images in one mode; also returns the last prompt's parts (for the tokenizer check)."""
+    q, kv_f32, flash, runtime = MODES[mode]
+    out = []
+    with open_engine(vision, files[quant or q], resolution, kv_f32, flash, threads, runtime) as (engine, probe):
+        for name, img in sample_images().items():
+            pixels = preprocess.to_pixels(img, resolution)  # (1, 3, S, S), what the engine feeds ONNX
+            out.append(run_case(model, engine, probe, img, name, QUESTION, n, mode, seed, image_token_id, pixels))
+        return out, probe.parts
+
+
+def tokenizer_agrees(checkpoint: Path, parts) -> bool:
+    """The checkpoint's own tokenizer on the prompt's text before and after the image == llama.cpp's ids."""
+    transformers = require("transformers")
+    tok = transformers.AutoTokenizer.from_pretrained(str(checkpoint))
+    before, after = prompt.render(prompt.build(QUESTION)).split(prompt.IMAGE)
+    want = [list(p.ids) for p in parts if isinstance(p, Tokens)]
+    return [tok.encode(t, add_special_tokens=False) for t in (before, after)] == want
+
+
+def run_parity(shape: str = "tiny", seeds: tuple[int, ...] = (0,), modes: tuple[str, ...] = tuple(MODES),
+               new_tokens: int = 16, resolution: int | None = None, threads: int = 2,
+               work_dir: Path | None = None) -> ParityReport:
+    """Build, convert and compare random FastVLMs of `shape`, one per seed."""
+    from ..convert.build import convert_quants
+    from ..synth import random_model
+
+    t0 = time.perf_counter()
+    size = resolution or RESOLUTION[shape]
+    cases: list[CaseResult] = []
+    matter, tok_ok = True, True
+    with tempfile.TemporaryDirectory(prefix="fastvlm-parity-") as tmp:
+        root = Path(work_dir or tmp)
+        for seed in seeds:
+            model, vocab = random_model.build(shape, seed)
+            ckpt = random_model.save(model, vocab, root / f"{shape}-{seed}" / "checkpoint")
+            quants = tuple(dict.fromkeys(MODES[m][0] for m in modes))
+            vision, llms = convert_quants(ckpt, root / f"{shape}-{seed}" / "out", quants, threads)
+            image_id = model.config.image_token_id
+            for mode in modes:
+                got, parts = _cases(model, llms, vision, mode, size, seed, new_tokens, image_id, threads)
+                cases += got
+                matter &= len({c.reference_tokens for c in got}) == len(got)
+            tok_ok &= tokenizer_agrees(ckpt, parts)
+            del model
+    report = ParityReport(shape, size, new_tokens, tuple(cases), matter, tok_ok, seconds=time.perf_counter() - t0)
+    log.debug("%s", report.summary())
+    return report
+
+
+def check_converted(checkpoint: Path, vision: Path, llm: Path, quant: str, resolution: int, new_tokens: int = 16,
+                    threads: int = 2) -> ParityReport:
+    """The default-mode parity of a real checkpoint against its converted files. The 0.1 logits gate
+    applies to F32/F16 files; for quantized ones the numbers are reported, not judged."""
+    from ..convert.checkpoint import open_checkpoint
+    from .reference import load_reference_model
+
+    t0 = time.perf_counter()
+    ckpt = open_checkpoint(checkpoint)
+    model = load_reference_model(ckpt)
+    image_id = reference_config(ckpt).image_token_id
+    cases, parts = _cases(model, {quant: Path(llm)}, Path(vision), "default", resolution, 0, new_tokens, image_id,
+                          threads, quant=quant)
+    tok_ok = tokenizer_agrees(ckpt.path, parts)
+    gates = {"strict": STRICT_LOGITS} | ({"default": DEFAULT_LOGITS} if quant in ("f32", "f16") else {})
+    # a trained model may well say the same 16 tokens about two abstract pictures: not judged here
+    return ParityReport(f"{ckpt.path.name} ({quant})", resolution, new_tokens, tuple(cases), None, tok_ok, gates,
+                        time.perf_counter() - t0)

@@ -1,0 +1,60 @@
+import argparse
+
+import numpy as np
+from PIL import Image
+
+from fastvlm import EngineConfig
+from fastvlm.bench import cli as bench_cli
+from fastvlm.bench.plot import draw
+from fastvlm.bench.runs import fresh, sample_images, timed_runs
+from fastvlm.bench.stats import summarize
+from fastvlm.engine.engine import Engine
+from tests.fakes import FakeLM, FakeVision
+
+
+def test_summary_statistics_by_hand():
+    s = summarize([4.0, 1.0, 3.0, 2.0, 10.0])
+    assert (s["min"], s["max"], s["median"], s["mean"]) == (1.0, 10.0, 3.0, 4.0)
+    assert s["p90"] == 10.0 and round(s["std"], 4) == 3.5355  # sqrt(50/4)
+
+
+def test_fresh_images_defeat_the_cache_but_keep_the_picture():
+    img = sample_images(1)[0]
+    a, b = np.array(fresh(img, 0)), np.array(fresh(img, 1))
+    assert (a != b).sum() == 1 and (a != np.array(img)).sum() == 1
+
+
+def _engine():
+    cfg = EngineConfig(vision_path="v", llm_path="m", resolution=128, threads=1)
+    return Engine(FakeVision(), FakeLM(b"answer"), cfg)
+
+
+def test_timed_runs_record_every_kind_and_skip_warm_up():
+    engine = _engine()
+    recs = timed_runs(engine, sample_images(2), ["q"], runs=3, warmup=1, size=128, max_tokens=8,
+                      follow_up=True, prepared=True)
+    assert [r.kind for r in recs].count("cold") == 3 and len(recs) == 9
+    assert all(r.encode_s == 0 for r in recs if r.kind != "cold")  # follow-up and prepared reuse the embedding
+    assert engine.vision.calls == 4 + 4  # one cold encode per run incl. warm-up, one per prepared image
+
+
+def test_bench_cli_writes_report_and_plot(tmp_path):
+    p = argparse.ArgumentParser()
+    p.add_argument("--resolution", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    bench_cli.add_arguments(p)
+    Image.new("RGB", (50, 40), "red").save(tmp_path / "a.png")
+    args = p.parse_args(["--images", str(tmp_path), "--num-runs", "2", "--warmup-runs", "0", "--follow-up",
+                         "--soak", "8", "--report-json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    assert bench_cli.run(args, lambda a: _engine()) == 0
+    import json
+
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["summary"]["cold"]["ttft_s"]["n"] == 2 and report["soak"]["requests"] == 8
+    assert report["soak"]["cancelled"] == 2
+    assert Image.open(tmp_path / "p.png").size == (900, 420)
+
+
+def test_plot_handles_one_run(tmp_path):
+    row = dict(kind="cold", preprocess_s=0.01, encode_s=0.1, prefill_s=0.2, ttft_s=0.31)
+    assert draw([row], tmp_path / "x.png", "t").exists()

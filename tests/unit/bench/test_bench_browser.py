@@ -1,0 +1,86 @@
+"""The browser journeys' pure parts: readouts, the spoken-question slots, matching what the page recorded to
+requests and questions, and the one-line failure without a browser."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fastvlm.bench.browser import media, walks
+from fastvlm.bench.browser import page as pg
+from fastvlm.bench.browser.run import browser_settings
+from fastvlm.bench.journeys import JourneySettings
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_readout_times_read_as_the_ui_writes_them():
+    from ui.widgets import ms
+
+    for seconds in (0.004, 0.64, 9.5, 12.34):
+        assert pg.seconds(ms(seconds)) == pytest.approx(seconds, abs=0.051)
+
+
+def test_spoken_questions_are_found_by_their_slot():
+    spoken = media.SpokenQuestions(Path("q.wav"), ("a", "b", "c"), slot_s=10.0, lead_s=0.5, spoken_s=(2, 2, 2))
+    assert [spoken.question_at(t) for t in (0.52, 10.6, 20.4, 30.5, 41.0)] == ["a", "b", "c", "a", "b"]
+
+
+def test_quick_live_ticks_at_whole_seconds_at_least_three_times():
+    quick = browser_settings(JourneySettings.quick())
+    assert quick.cadence_s == 1.0 and quick.live_s == 3.0
+    assert browser_settings(JourneySettings()) == JourneySettings()  # the defaults are the tab's own
+
+
+@dataclass
+class Stats:
+    ttft_s: float
+
+
+class Recorded:
+    def __init__(self, requests):
+        self.requests = requests
+
+    def answered_since(self, t):
+        return [r for r in self.requests if r["at"] >= t and not r["busy"]]
+
+
+def test_live_rows_match_answered_requests_to_feed_items_in_order():
+    feed = '<li class="feed-item {}"><span class="feed-meta">{} · TTFT {}</span>'
+    log = [(101.5, "feed", feed.format("answering", "10:00:01", "…")),
+           (102.0, "feed", feed.format("done", "10:00:01", "300 ms")),
+           (109.8, "feed", feed.format("answering", "10:00:09", "…") + feed.format("done", "10:00:01", "300 ms")),
+           (110.5, "feed", feed.format("done", "10:00:09", "1.2 s") + feed.format("done", "10:00:01", "300 ms"))]
+    engine = Recorded([{"at": 101.0, "busy": False, "stats": Stats(0.3)}, {"at": 105.0, "busy": True, "stats": None},
+                       {"at": 109.0, "busy": False, "stats": Stats(1.2)}])
+    rows = walks._live_rows(engine, log, 100.0)
+    assert [(r["first_text_s"], r["lag_s"], r["page_ttft_s"]) for r in rows] == [
+        (pytest.approx(0.5), pytest.approx(1.0), 0.3), (pytest.approx(0.8), pytest.approx(1.5), 1.2)]
+
+
+def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
+    spoken = media.SpokenQuestions(Path("q.wav"), ("What am I holding?", "Read the page."), 10.0, 0.5, (1.5, 1.2))
+    rec = {"mic_opened": 0.0, "speech_starts": [0.5, 10.5, 20.5], "speech_ends": [2.0, 11.7, 22.0],
+           "plays": [3.1, 21.0 + 2.2],  # the second question was never answered
+           "log": [(2.9, "transcript", "What am I holding?"), (3.0, "readout", "STT 300 ms · TTFT 90 ms · first sound"
+                    " 900 ms after you stopped"), (22.5, "transcript", "What am I folding?")]}
+    rows = walks._voice_rows(rec, spoken)
+    assert [(r["question"], r["transcript"], r["wer"]) for r in rows] == [
+        ("What am I holding?", "What am I holding?", 0.0), ("What am I holding?", "What am I folding?", 0.25)]
+    assert rows[0]["total_s"] == pytest.approx(1.1)
+    assert (rows[0]["page_stt_s"], rows[0]["page_ttft_s"], rows[0]["page_first_sound_s"]) == (0.3, 0.09, 0.9)
+    assert rows[1]["page_first_sound_s"] is None
+
+
+def test_without_chromium_the_bench_fails_with_one_line_naming_the_fix(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "CHROMIUM": str(tmp_path / "no-chromium"), "HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "fastvlm", "bench", "--journeys", "--browser", "--no-download",
+                          "--vision", str(tmp_path / "v.onnx"), "--llm", str(tmp_path / "l.gguf")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    errors = [line for line in run.stderr.splitlines() if "ERROR" in line]
+    assert run.returncode == 2 and len(errors) == 1, run.stderr[-2000:]
+    assert "apt-get install chromium" in errors[0] and "no-chromium" in errors[0]

@@ -1,0 +1,54 @@
+"""`fastvlm.bench.voice` with fakes and no real-time waits: every stage is measured and the report adds up."""
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from fastvlm.bench import voice
+from fastvlm.cli.main import add_model_arguments
+from tests.unit.ui.test_ui_voice import RATE, FakeSpeaker, FakeTranscriber, LoudnessVad, make_engine
+
+
+class SimulatedTime:
+    """perf_counter = real time + every sleep so far; sleep returns at once."""
+
+    def __init__(self):
+        self.slept = 0.0
+
+    def perf_counter(self):
+        return time.perf_counter() + self.slept
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds):
+        self.slept += max(0.0, seconds)
+
+
+def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys):
+    transcriber = FakeTranscriber()
+    lead, spoken = np.zeros(RATE // 2, np.float32), (0.5 * np.sin(np.arange(2 * RATE) * 0.3)).astype(np.float32)
+    audio = np.concatenate([lead, spoken, np.zeros(3 * RATE // 2, np.float32)])
+    question = (audio, 2.5, "What am I holding?", 0.5)
+    monkeypatch.setattr(voice, "_speech", lambda config, tts, wpm: (transcriber, FakeSpeaker(tmp_path), LoudnessVad(),
+                                                                    [question]))
+    monkeypatch.setattr(voice, "time", SimulatedTime())  # the microphone's waits pass at once
+    monkeypatch.setattr(voice.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    voice.add_arguments(parser)
+    args = parser.parse_args(["--resolutions", "128", "--num-runs", "2", "--warmup-runs", "1", "--threads", "1",
+                              "--report-json", str(tmp_path / "voice.json")])
+    engine = make_engine(b"You hold a red cup. It looks full.")
+    assert voice.run(args, lambda a: engine) == 0
+    report = json.loads((tmp_path / "voice.json").read_text())
+    runs = report["by_resolution"]["128"]["runs"]
+    assert len(runs) == 2 and all(r["early_stt_used"] for r in runs)
+    assert transcriber.calls == 3  # one early transcript per turn, none redone
+    for r in runs:
+        assert 0.7 <= r["vad_tail_s"] <= 1.1  # end_silence_ms, up to one chunk, Silero's lag
+        assert all(r[k] >= 0 for k in voice.STAGES) and r["voice"] == "fake-tts"
+        assert r["total_s"] >= r["vad_tail_s"] + r["ttft_s"]
+    out = capsys.readouterr().out
+    assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out

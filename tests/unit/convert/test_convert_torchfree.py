@@ -1,0 +1,95 @@
+"""Torch-free converter pieces: the numpy safetensors reader (bf16), quant names, Apple's keys both ways, slow-tokenizer files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fastvlm.convert import safetensors_np as st
+from fastvlm.convert.checkpoint import apple_key, apple_name
+from fastvlm.convert.text_gguf import resolve_quant
+
+
+def test_bf16_round_trip_is_exact_and_rounds_to_nearest_even(tmp_path):
+    values = np.array([1.0, -2.5, 3.140625, 1e-3, 65536.0, 0.0], np.float32)
+    bits = st.f32_to_bf16(values)
+    back = st.bf16_to_f32(bits)
+    assert np.array_equal(back[[0, 1, 2, 4, 5]], values[[0, 1, 2, 4, 5]])  # bf16 values come back exactly
+    assert back[3] != values[3] and abs(back[3] - values[3]) <= 2**-8 * values[3]  # 1e-3 is rounded
+    # 1 + 2^-8 lies halfway between two bf16 values: ties go to the even one (1.0); just above goes up
+    halfway = np.array([1 + 2**-8, 1 + 2**-8 + 2**-20], np.float32)
+    assert st.bf16_to_f32(st.f32_to_bf16(halfway)).tolist() == [1.0, 1 + 2**-7]
+    path = tmp_path / "m.safetensors"
+    st.write(path, {"w": ("BF16", bits.reshape(2, 3)), "n": ("I64", np.arange(3)), "f": ("F32", values)})
+    header = st.read_header(path)
+    assert [k for k in header] == ["w", "n", "f"] and header["w"].shape == (2, 3)
+    assert np.array_equal(st.load(header["w"]), bits.reshape(2, 3))
+    assert np.array_equal(st.load_f32(header["w"]).ravel(), st.bf16_to_f32(bits))
+    assert st.load(header["n"]).tolist() == [0, 1, 2] and np.array_equal(st.load_f32(header["f"]), values)
+
+
+def test_a_file_that_is_not_safetensors_is_named(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\xff" * 16)
+    with pytest.raises(st.SafetensorsError, match="bad.safetensors"):
+        st.read_header(bad)
+
+
+@pytest.mark.parametrize("quant, native, want", [
+    ("auto", True, "bf16"), ("auto", False, "q8_0"), ("IQ4_NL", False, "iq4_nl"), ("Q4_K_M", True, "q4_k_m"),
+    ("f32", True, "f32"),
+])
+def test_quant_names(quant, native, want):
+    assert resolve_quant(quant, bf16_native=native) == want
+
+
+def test_an_unknown_quant_lists_the_choices():
+    with pytest.raises(ValueError, match="auto, bf16, q8_0, iq4_nl, q4_k_m, f16, f32"):
+        resolve_quant("q2_k")
+
+
+@pytest.mark.parametrize("name", [
+    "model.vision_tower.timm_model.stem.0.reparam_conv.weight",
+    "model.vision_tower.timm_model.stages.0.blocks.1.token_mixer.reparam_conv.bias",
+    "model.vision_tower.timm_model.stages.1.downsample.proj.0.reparam_conv.weight",
+    "model.vision_tower.timm_model.stages.1.downsample.proj.1.reparam_conv.weight",
+    "model.vision_tower.timm_model.stages.2.blocks.3.mlp.conv.bn.running_var",
+    "model.vision_tower.timm_model.stages.2.blocks.0.layer_scale.gamma",
+    "model.vision_tower.timm_model.stages.3.pos_emb.reparam_conv.weight",
+    "model.vision_tower.timm_model.stages.4.blocks.1.token_mixer.proj.weight",
+    "model.vision_tower.timm_model.stages.4.blocks.1.layer_scale_2.gamma",
+    "model.vision_tower.timm_model.final_conv.se.fc2.bias",
+    "model.multi_modal_projector.linear_2.weight",
+    "model.language_model.layers.3.mlp.up_proj.weight",
+    "model.language_model.norm.weight",
+    "lm_head.weight",
+])
+def test_apple_key_is_the_inverse_of_apple_name(name):
+    assert apple_name(apple_key(name)) == name
+
+
+def test_apple_keys_are_apples():
+    v = "model.vision_tower.timm_model."
+    assert apple_key(v + "stages.3.pos_emb.reparam_conv.weight") == "model.vision_tower.vision_tower.model.network.6.reparam_conv.weight"
+    assert apple_key(v + "stages.4.blocks.0.mlp.fc1.weight") == "model.vision_tower.vision_tower.model.network.10.0.convffn.fc1.weight"
+    assert apple_key(v + "stages.1.downsample.proj.0.reparam_conv.weight") == \
+        "model.vision_tower.vision_tower.model.network.1.proj.0.lkb_reparam.weight"
+    assert apple_key("model.language_model.layers.0.mlp.gate_proj.weight") == "model.layers.0.mlp.gate_proj.weight"
+    assert apple_key("model.multi_modal_projector.linear_1.bias") == "model.mm_projector.0.bias"
+
+
+def test_slow_tokenizer_files_with_added_tokens_json_only(tmp_path):
+    """Apple's files: vocab.json + merges.txt + added_tokens.json; no tokenizer.json, no added_tokens_decoder."""
+    from fastvlm.convert.qwen2_gguf import CONTROL, NORMAL, UNUSED
+    from fastvlm.convert.vocab import read_vocab
+
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5}))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "Qwen2Tokenizer"}))
+    v = read_vocab(tmp_path, 8)
+    assert v.tokens[:6] == ("a", "b", "ab", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
+    assert v.types == (NORMAL,) * 3 + (CONTROL,) * 3 + (UNUSED,) * 2
+    assert (v.endoftext, v.im_start, v.im_end) == (3, 4, 5) and v.merges == ("a b",)

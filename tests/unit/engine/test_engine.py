@@ -1,0 +1,260 @@
+"""Engine behaviour with scripted models: streaming, stop reasons, single flight, cancellation, prepare."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fastvlm import Busy, Done, EngineConfig, FirstToken, GenerationOptions, InputError, Notice, Request, TextDelta, Turn
+from fastvlm.engine.engine import Engine
+from tests.fakes import EOT, FakeLM, FakeVision
+
+IMG = np.full((32, 48, 3), 200, np.uint8)
+
+
+def make(script=b"Hello!", **kw):
+    cfg_kw = {k: kw.pop(k) for k in list(kw) if k in EngineConfig.__dataclass_fields__ and k != "n_ctx"}
+    lm = FakeLM(script, **kw)
+    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1, **cfg_kw)
+    return Engine(FakeVision(), lm, cfg), lm
+
+
+def test_stream_event_order_and_answer_equals_joined_stream():
+    engine, _ = make("héllo 🌍".encode())
+    events = list(engine.stream(Request(IMG, "hi")))
+    kinds = [type(e) for e in events]
+    assert kinds[0] is FirstToken and kinds[-1] is Done
+    assert kinds.count(FirstToken) == 1 and kinds.count(Done) == 1
+    joined = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert joined == "héllo 🌍"
+    result = engine.answer(Request(IMG, "hi"))
+    assert result.text == joined
+    stats = result.stats
+    assert stats.stop_reason == "end_of_turn" and stats.new_tokens == len("héllo 🌍".encode()) + 1
+    assert stats.image_tokens == 4 and stats.prompt_tokens > stats.image_tokens
+    assert 0 < stats.ttft_s <= stats.total_s
+
+
+@pytest.mark.parametrize(
+    "opts, make_kw, reason, text",
+    [
+        (GenerationOptions(max_new_tokens=3), {}, "max_tokens", "abc"),
+        (GenerationOptions(stop=("cd",)), {}, "stop_string", "ab"),
+        (GenerationOptions(), {"end": EOT}, "end_of_text", "abcdef"),
+        (GenerationOptions(), {"end": ord("!")}, "context_full", "abcdef!"),
+    ],
+)
+def test_stop_reasons(opts, make_kw, reason, text):
+    engine, lm = make(b"abcdef", **make_kw)
+    if reason == "context_full":
+        lm.end = ord("!")  # not an end token: the script just runs out
+    result = engine.answer(Request(IMG, "q", options=opts))
+    assert (result.stats.stop_reason, result.text) == (reason, text)
+
+
+def test_busy_is_raised_at_once_for_a_non_blocking_request():
+    engine, lm = make(b"x" * 50, delay=0.01)
+    first = engine.stream(Request(IMG, "slow"))
+    next(first)  # holds the engine now
+    t = time.perf_counter()
+    with pytest.raises(Busy):
+        next(engine.stream(Request(IMG, "live frame"), wait=0))
+    assert time.perf_counter() - t < 0.1
+    first.close()
+
+
+def test_closing_the_stream_stops_decoding_and_frees_the_engine():
+    engine, lm = make(b"x" * 1000, delay=0.005)
+    stream = engine.stream(Request(IMG, "q"))
+    for _ in range(5):
+        next(stream)
+    stream.close()
+    evaluated = lm.evaluated
+    assert not engine.busy
+    time.sleep(0.05)
+    assert lm.evaluated == evaluated  # nothing decodes after close
+    assert engine.answer(Request(IMG, "next"), wait=0).stats.new_tokens == 256  # default max_new_tokens
+
+
+def test_a_waiting_request_runs_after_the_first_and_never_alongside():
+    engine, lm = make(b"y" * 20, delay=0.005)
+    order = []
+
+    def ask(name):
+        for ev in engine.stream(Request(IMG, name)):
+            if isinstance(ev, TextDelta):
+                order.append(name)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(order) == 40
+    assert order in (["a"] * 20 + ["b"] * 20, ["b"] * 20 + ["a"] * 20)
+
+
+def test_an_exception_frees_the_engine():
+    engine, _ = make()
+    with pytest.raises(InputError):
+        engine.answer(Request(b"not an image", "q"))
+    assert not engine.busy
+    assert engine.answer(Request(IMG, "q"), wait=0).text == "Hello!"
+
+
+def test_embeddings_are_cached_by_content_and_resolution():
+    engine, _ = make()
+    vision = engine.vision
+    engine.answer(Request(IMG, "a"))
+    r = engine.answer(Request(IMG.copy(), "b"))
+    assert vision.calls == 1 and r.stats.embedding_cached and r.stats.encode_s == 0
+    engine.answer(Request(IMG, "a", resolution=64))
+    engine.answer(Request(255 - IMG, "a"))
+    assert vision.calls == 3
+
+
+def test_prepare_encodes_and_prefills_prefix_while_idle():
+    engine, lm = make()
+    assert engine.prepare(IMG)
+    prefix = lm.prefills[-1]
+    assert prefix[-1][1] == 3  # ends with the last of the 4 image vectors
+    r = engine.answer(Request(IMG, "q"))
+    assert r.stats.embedding_cached and lm.prefills[-1][: len(prefix)] == prefix
+
+
+def test_prepare_yields_to_a_real_request():
+    engine, lm = make(delay=0.05)
+    engine._waiting = 1  # a request is queued
+    assert engine.prepare(IMG) is False
+    engine._waiting = 0
+    engine.answer(Request(IMG, "hold"))  # warm the embedding cache so prepare reaches prefill
+    hits = iter([False, True])
+    engine._preempted = lambda: next(hits, True)
+    assert engine.prepare(IMG) is False  # cancelled between chunks
+    assert not engine.busy
+
+
+def test_prepare_does_nothing_while_busy():
+    engine, _ = make(b"z" * 30, delay=0.01)
+    s = engine.stream(Request(IMG, "q"))
+    next(s)
+    assert engine.prepare(IMG) is False
+    s.close()
+
+
+def test_long_conversation_drops_oldest_turns_then_cuts_the_question():
+    engine, lm = make(n_ctx=400)
+    history = tuple(Turn(f"question {i} " * 5, f"answer {i} " * 5) for i in range(10))
+    events = list(engine.stream(Request(IMG, "final?", history=history, options=GenerationOptions(max_new_tokens=50))))
+    notices = [e.message for e in events if isinstance(e, Notice)]
+    assert notices and "oldest" in notices[0]
+    assert len(lm.prefills[-1]) <= 400 - 50
+    events = list(engine.stream(Request(IMG, "why " * 500, options=GenerationOptions(max_new_tokens=50))))
+    assert any("cut" in e.message for e in events if isinstance(e, Notice))
+    assert len(lm.prefills[-1]) <= 350
+
+
+def test_template_markers_typed_by_the_user_stay_text():
+    engine, lm = make()
+    engine.answer(Request(IMG, "a <|im_end|> b"))
+    prompt_ids = lm.prefills[-1]
+    assert prompt_ids.count(1001) == 2  # system turn + user turn closers only
+
+
+# -- cancel: Stop, a closed tab or a gone client stops encode and prefill, not only decoding ---------------
+class BlockingVision(FakeVision):
+    """An encode that runs until `cancel()` is called (as ONNX Runtime's terminate / OpenVINO's cancel do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.started, self._stop = threading.Event(), threading.Event()
+
+    def encode(self, pixels):
+        self.started.set()
+        if not self._stop.wait(10):
+            raise AssertionError("never cancelled")
+        from fastvlm.engine.vision import EncodeCancelled
+
+        raise EncodeCancelled()
+
+    def cancel(self):
+        self._stop.set()
+
+
+def _cancel_when(event: threading.Event, token):
+    threading.Thread(target=lambda: (event.wait(10), token.cancel()), daemon=True).start()
+
+
+def test_cancel_abandons_an_encode_and_frees_the_engine():
+    from fastvlm.engine.cancel import CancelToken
+
+    vision = BlockingVision()
+    engine = Engine(vision, FakeLM(b"never"), EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    _cancel_when(vision.started, token)
+    events = list(engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token))
+    assert [type(e).__name__ for e in events] == ["Done"] and events[0].stats.stop_reason == "cancelled"
+    assert not engine.busy
+
+
+def test_cancel_stops_a_prefill_between_chunks_and_decoding_at_once():
+    from fastvlm.engine.cancel import CancelToken
+
+    lm = FakeLM(b"abcdefgh", delay=0.05)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    token.cancel()  # already cancelled: no work at all, one Done
+    (done,) = engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
+    assert done.stats.stop_reason == "cancelled" and lm.prefills == []
+    token = CancelToken()
+    _cancel_when(lm.generating, token)
+    result = engine.answer(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
+    assert result.stats.stop_reason == "cancelled" and len(result.text) < 8 and not engine.busy
+
+
+class InterruptibleLM(FakeLM):
+    """A prefill that blocks inside its one "llama.cpp call" until `interrupt()` (as LlamaLM's abort flag)."""
+
+    def __init__(self):
+        super().__init__(b"never")
+        self.in_call, self.interrupted = threading.Event(), threading.Event()
+
+    def interrupt(self):
+        self.interrupted.set()
+
+    def prefill(self, parts, should_stop=None, logits=True) -> int:
+        from fastvlm.engine.lm import Cancelled
+
+        self.in_call.set()
+        if self.interrupted.wait(10):
+            raise Cancelled()
+        return 0
+
+
+def test_cancel_interrupts_the_language_models_call_in_flight():
+    from fastvlm.engine.cancel import CancelToken
+
+    lm = InterruptibleLM()
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    token = CancelToken()
+    _cancel_when(lm.in_call, token)
+    t = time.perf_counter()
+    events = list(engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token))
+    assert time.perf_counter() - t < 5  # not the 10 s the call would otherwise block
+    assert [type(e).__name__ for e in events] == ["Done"] and events[0].stats.stop_reason == "cancelled"
+    assert events[0].stats.image_tokens > 0 and events[0].stats.prefill_s > 0  # the stages done so far are kept
+    assert lm.interrupted.is_set() and not engine.busy
+
+
+def test_the_native_flag_is_read_by_c_as_a_bool():
+    import llama_cpp
+
+    from fastvlm.engine.cancel import NativeFlag
+
+    flag = NativeFlag(llama_cpp.ggml_abort_callback)
+    assert flag.callback(flag.data) is False  # the C function pointer itself, as llama.cpp calls it
+    flag.set()
+    assert flag.callback(flag.data) is True and flag.is_set
+    flag.clear()
+    assert flag.callback(flag.data) is False and not flag.is_set

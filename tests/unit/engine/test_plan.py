@@ -1,0 +1,81 @@
+"""fastvlm.engine.plan: fitting a conversation into the context, in time linear in what is kept."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from fastvlm.engine import prompt
+from fastvlm.engine.kv import Image
+from fastvlm.engine.plan import MAX_TURNS, plan, tokenize_segments
+from fastvlm.engine.prompt import Turn
+from tests.fakes import FakeLM
+
+IMAGE = Image("img", np.zeros((16, 8), np.float32))
+
+
+class CountingTokenizer:
+    """The fake byte tokenizer, counting the characters it was given."""
+
+    def __init__(self):
+        self.lm, self.chars = FakeLM(), 0
+
+    def __call__(self, text: str, *, special: bool) -> list[int]:
+        self.chars += len(text)
+        return self.lm.tokenize(text, special=special)
+
+
+def dropping_one_at_a_time(question, history, tokenize, budget):
+    """The specification (and the old, quadratic code): drop the oldest turn until the prompt fits."""
+    for dropped in range(len(history) + 1):
+        lists = tokenize_segments(prompt.build(question, history[dropped:]), tokenize)
+        if sum(len(x) if x is not None else len(IMAGE.embeddings) for x in lists) <= budget:
+            return dropped
+    return len(history)
+
+
+def random_turn(rng: random.Random) -> Turn:
+    words = ["a", "cat", "on the mat", "<|im_end|>", "  ", "\x00x", "é", "what colour is it?"]
+    return Turn(" ".join(rng.choices(words, k=rng.randint(0, 6))), " ".join(rng.choices(words, k=rng.randint(0, 9))))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_keeps_the_same_turns_as_dropping_the_oldest_one_at_a_time(seed):
+    rng = random.Random(seed)
+    history = tuple(random_turn(rng) for _ in range(rng.randint(0, 12)))
+    question, tokenize = "and now?", FakeLM().tokenize
+    budget = rng.randint(110, 500)
+    dropped = dropping_one_at_a_time(question, history, tokenize, budget)
+    p = plan(question, history, IMAGE, tokenize, budget)
+    assert p.positions <= budget
+    kept = history[dropped:]
+    expected = tokenize_segments(prompt.build(question, kept), tokenize)
+    if p.positions == sum(len(x) if x is not None else 16 for x in expected):  # the question was not cut
+        assert p.parts == plan(question, kept, IMAGE, tokenize, 10**6).parts
+    notices = " ".join(p.notices)
+    assert (f"the {dropped} oldest turn(s) were left out" in notices) == (dropped > 0)
+
+
+def test_trimming_a_long_conversation_tokenizes_each_kept_turn_a_bounded_number_of_times():
+    turn = Turn("What is on the left?" * 3, "A red cup next to a laptop." * 3)
+    history = (turn,) * 3000
+    tokenize = CountingTokenizer()
+    p = plan("And on the right?", history, IMAGE, tokenize, budget=2000)
+    kept = len(history) - int(re.search(r"the (\d+) oldest", p.notices[0]).group(1))
+    assert 0 < kept < 30
+    per_turn = len(turn.question) + len(turn.answer) + sum(map(len, prompt.turn_markers()))
+    # costing + the final prompt: about twice the kept text, never the whole conversation (3000 turns)
+    assert tokenize.chars < 3 * (kept + 2) * per_turn + 500
+
+
+def test_turns_beyond_the_cap_are_never_looked_at():
+    tokenize = CountingTokenizer()
+    history = (Turn("q", "a"),) * (MAX_TURNS + 10_000)
+    p = plan("last?", history, IMAGE, tokenize, budget=10**9)
+    assert "the 10000 oldest turn(s) were left out" in p.notices[0]
+    assert tokenize.chars < 3 * MAX_TURNS * (2 + sum(map(len, prompt.turn_markers())))  # not 10500 turns
+    assert p.positions == sum(len(x) if x is not None else 16 for x in
+                              tokenize_segments(prompt.build("last?", history[-MAX_TURNS:]), FakeLM().tokenize))

@@ -1,0 +1,31 @@
+from fastvlm.engine import prompt
+from fastvlm.engine.prompt import Turn
+
+REFERENCE = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "<|im_start|>user\n<image>\nWhat is this?<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def test_single_turn_matches_reference_rendering():
+    assert prompt.render(prompt.build("What is this?")) == REFERENCE
+
+
+def test_multi_turn_appends_text_only_turns():
+    segs = prompt.build("And the colour?", (Turn("What is this?", "A cat."),))
+    assert prompt.render(segs) == REFERENCE + (
+        "A cat.<|im_end|>\n<|im_start|>user\nAnd the colour?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert [s.kind for s in segs].count("image") == 1
+
+
+def test_user_text_is_never_template():
+    segs = prompt.build("say <|im_end|> now")
+    user = [s for s in segs if s.kind == "user"]
+    assert user == [prompt.Segment("user", "say <|im_end|> now")]
+    assert all("say" not in s.text for s in segs if s.kind == "template")
+
+
+def test_empty_question_becomes_default_and_control_chars_are_dropped():
+    assert prompt.render(prompt.build("  ")).count(prompt.DEFAULT_QUESTION) == 1
+    assert prompt.clean_user_text("a\x00b\x07c\n\td") == "abc\n\td"

@@ -1,0 +1,148 @@
+"""The MCP tools with scripted models: argument checks (pure), then the server over HTTP through the official
+client: single flight, busy errors, the API's key, size limits and messages, DNS-rebinding protection."""
+
+import asyncio
+import base64
+import dataclasses
+import time
+from contextlib import contextmanager
+
+import httpx
+import numpy as np
+import pytest
+
+from fastvlm import Busy
+from fastvlm.api import ApiSettings
+from fastvlm.api.server import BackgroundServer
+from fastvlm.mcp import McpSettings, ToolError
+from fastvlm.mcp.tools import Limits, parse_call, tool_specs
+from fastvlm.remote import image_data_url
+from tests.unit.api.test_api_flight import SeedLM
+from tests.unit.api.test_api_server import make_engine
+
+pytest.importorskip("mcp")
+from starlette.applications import Starlette  # noqa: E402
+
+from fastvlm.mcp.server import McpServer, error_text  # noqa: E402 - needs mcp
+from tests import mcp_client  # noqa: E402
+
+IMAGE = image_data_url(np.full((32, 48, 3), 200, np.uint8))
+
+
+# -- pure ------------------------------------------------------------------------------------------------
+def test_two_tools_whose_descriptions_state_the_limits():
+    specs = tool_specs(Limits(max_body_bytes=20_000_000, max_image_pixels=64_000_000, queue_wait_s=30, resolution=512))
+    assert [s["name"] for s in specs] == ["ask_image", "describe_image"]
+    image_help = specs[0]["inputSchema"]["properties"]["image"]["description"]
+    assert "20 MB" in image_help and "64 megapixels" in image_help and "data:image/" in image_help
+    assert "30 s" in specs[0]["description"] and "default 512" in str(specs[1]["inputSchema"])
+
+
+def test_arguments_become_one_request_or_a_tool_error_saying_what_to_send():
+    settings = McpSettings(max_new_tokens=7, describe_question="Describe it.")
+    ask = parse_call("ask_image", {"image": IMAGE, "question": " What\x00 is it? ", "resolution": 512}, settings)
+    assert (ask.question, ask.resolution, ask.options.max_new_tokens) == ("What is it?", 512, 7)
+    assert parse_call("describe_image", {"image": IMAGE}, settings).question == "Describe it."
+    for name, args, words in [("ask_image", {"image": IMAGE, "question": "  "}, "'question' is empty"),
+                              ("ask_image", {"question": "q"}, "'image' is missing"),
+                              ("describe_image", {"image": IMAGE, "resolution": 100}, "multiple of 64"),
+                              ("describe_image", {"image": IMAGE, "resolution": "big"}, "must be an integer"),
+                              ("answer", {"image": IMAGE}, "use ask_image or describe_image")]:
+        with pytest.raises(ToolError, match=words):
+            parse_call(name, args, settings)
+
+
+def test_a_busy_engine_reads_as_busy_retry():
+    assert error_text(Busy("the engine is answering"), 5) == "busy, retry in 5 s: the engine is answering"
+    assert error_text(ToolError("send an image"), 5) == "send an image"
+
+
+# -- over HTTP ---------------------------------------------------------------------------------------------
+@contextmanager
+def serve(engine, settings=None, host="127.0.0.1", **api):
+    mcp = McpServer(engine, ApiSettings(**api), settings, host=host)
+    with BackgroundServer(Starlette(routes=mcp.routes, lifespan=mcp.lifespan)) as server:
+        yield server.url + "/mcp"
+
+
+def ask_all(url, n, key=None, image=IMAGE):
+    async def work(session):
+        calls = (session.call_tool("ask_image", {"image": image, "question": f"q{i}"}) for i in range(n))
+        return await asyncio.gather(*calls)
+
+    return mcp_client.run(url, work, key)
+
+
+def test_concurrent_calls_take_turns_and_each_gets_its_own_answer():
+    engine, lm = make_engine(SeedLM(delay=0.01))
+    with serve(engine) as url:
+        results = ask_all(url, 3)
+    texts = [mcp_client.text(r) for r in results]
+    assert not any(r.isError for r in results) and len(set(texts)) == 3
+    for text in texts:  # never mixed: one seed's answer, whole
+        assert text == text[: len(text) // 6] * 6
+    spans = sorted(lm.spans)
+    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # never two at once
+
+
+def test_beyond_the_waiting_room_a_call_gets_busy_retry_and_the_engine_answers_after():
+    engine, _ = make_engine(SeedLM(delay=0.02))
+    with serve(engine, max_waiting=0, retry_after_s=3) as url:
+        results = ask_all(url, 2)
+        errors = [mcp_client.text(r) for r in results if r.isError]
+        assert len(errors) == 1 and errors[0].startswith("busy, retry in 3 s")
+        assert not ask_all(url, 1)[0].isError
+
+
+def test_the_apis_key_rule_and_body_limit_apply():
+    engine, _ = make_engine(script=b"Hi")
+    with serve(engine, api_key="k", max_body_bytes=4000) as url:
+        assert mcp_client.text(ask_all(url, 1, key="k")[0]) == "Hi"
+        post = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream"}
+        assert httpx.post(url, json=post, headers=headers).status_code == 401
+        wrong = httpx.post(url, json=post, headers={**headers, "Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+        big = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "describe_image", "arguments": {"image": "data:image/png;base64," + "A" * 8000}}}
+        too_big = httpx.post(url, json=big, headers={**headers, "Authorization": "Bearer k"})
+        assert too_big.status_code == 413 and "larger than 4,000 bytes" in too_big.json()["error"]["message"]
+
+
+def test_the_engines_pixel_limit_and_message_apply():
+    engine, _ = make_engine(script=b"Hi")
+    engine.config = dataclasses.replace(engine.config, max_image_pixels=1000)
+    with serve(engine) as url:
+        result = ask_all(url, 1)[0]
+    assert result.isError and "above the limit of 1,000" in mcp_client.text(result)
+
+
+def test_on_loopback_other_host_names_are_refused():
+    engine, _ = make_engine(script=b"Hi")
+    with serve(engine) as url:
+        post = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream", "Host": "evil.example"}
+        assert httpx.post(url, json=post, headers=headers).status_code == 421
+        assert httpx.post(url, json=post, headers={**headers, "Host": "localhost:1"}).status_code == 200
+
+
+def test_a_data_url_without_base64_is_refused_as_the_api_does():
+    engine, _ = make_engine(script=b"Hi")
+    plain = "data:image/png," + base64.b64encode(b"x").decode()
+    with serve(engine) as url:
+        result = ask_all(url, 1, image=plain)[0]
+    assert result.isError and mcp_client.text(result).startswith("the image data URL is not base64-encoded")
+
+
+def test_a_client_that_goes_away_mid_answer_frees_the_engine():
+    engine, lm = make_engine(script=b"x" * 200, delay=0.04)  # an 8 s answer if nobody stops it
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "describe_image", "arguments": {"image": IMAGE}}}
+    with serve(engine) as url:
+        with pytest.raises(httpx.TimeoutException):  # the agent gives up and closes its connection
+            httpx.post(url, json=call, timeout=0.5, headers={"Accept": "application/json, text/event-stream"})
+        deadline = time.monotonic() + 3
+        while engine.busy and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not engine.busy and lm.evaluated < 150  # stopped, not drained to the end
+        assert mcp_client.text(ask_all(url, 1)[0]) == "x" * 200  # and the next call is answered whole

@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+
+from fastvlm.engine.events import InputError
+from fastvlm.speech.audio import read_wav, resample, rms, to_mono_16k, write_wav
+from fastvlm.speech.config import SpeechConfig
+
+
+def tone(freq, rate, seconds=1.0, amp=0.5):
+    t = np.arange(int(rate * seconds)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def peak_hz(x, rate=16_000):
+    spectrum = np.abs(np.fft.rfft(x * np.hanning(x.size)))
+    return np.fft.rfftfreq(x.size, 1 / rate)[spectrum.argmax()]
+
+
+@pytest.mark.parametrize("rate", [8_000, 16_000, 22_050, 44_100, 48_000])
+def test_resampling_keeps_length_and_pitch(rate):
+    out = to_mono_16k(rate, tone(440, rate))
+    assert out.dtype == np.float32 and out.ndim == 1
+    assert abs(out.size - 16_000) <= 1
+    assert abs(peak_hz(out) - 440) < 2
+    assert abs(rms(out[200:-200]) - 0.5 / np.sqrt(2)) < 0.02  # level kept
+
+
+def test_tones_above_the_new_nyquist_are_filtered_not_folded_back():
+    out = to_mono_16k(48_000, tone(12_000, 48_000))  # would alias to 4 kHz without the low-pass
+    assert rms(out[200:-200]) < 0.01
+
+
+def test_pcm_formats_scale_to_unit_range():
+    full = np.array([0, 16384, -32768], np.int16)
+    np.testing.assert_allclose(to_mono_16k(16_000, full), [0, 0.5, -1.0])
+    np.testing.assert_allclose(to_mono_16k(16_000, full.astype(np.int32) << 16), [0, 0.5, -1.0])
+    np.testing.assert_allclose(to_mono_16k(16_000, np.array([128, 192, 0], np.uint8)), [0, 0.5, -1.0])
+
+
+def test_stereo_in_either_layout_is_averaged_to_mono():
+    left, right = tone(300, 16_000), np.zeros(16_000, np.float32)
+    expected = left / 2
+    np.testing.assert_allclose(to_mono_16k(16_000, np.stack([left, right], axis=1)), expected, atol=1e-6)
+    np.testing.assert_allclose(to_mono_16k(16_000, np.stack([left, right], axis=0)), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "rate, samples, words",
+    [
+        (16_000, np.zeros(0, np.int16), "empty"),
+        (16_000, np.array([0.1, np.nan], np.float32), "NaN"),
+        (16_000, np.array([0.1, np.inf], np.float32), "NaN or infinite"),
+        (16_000, np.zeros((2, 2, 2), np.float32), "shape"),
+        (16_000, np.zeros((100, 100), np.float32), "channel"),
+        (16_000, np.array(["a"]), "int16"),
+        (0, np.zeros(10, np.int16), "sample rate"),
+        (16_000.5, np.zeros(10, np.int16), "sample rate"),
+    ],
+)
+def test_broken_audio_is_refused_with_a_reason(rate, samples, words):
+    with pytest.raises(InputError, match=words):
+        to_mono_16k(rate, samples)
+
+
+def test_resample_of_nothing_is_nothing():
+    assert resample(np.zeros(0, np.float32), 48_000).size == 0
+
+
+def test_wav_round_trip(tmp_path):
+    samples = (tone(500, 22_050, 0.1) * 32767).astype(np.int16)
+    write_wav(tmp_path / "a.wav", 22_050, samples)
+    rate, back = read_wav(tmp_path / "a.wav")
+    assert rate == 22_050
+    np.testing.assert_array_equal(back, samples)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("whisper_model", " "), ("threads", 0), ("max_audio_s", 0), ("end_silence_ms", 10), ("vad_threshold", 1.0),
+     ("tts_timeout_s", 0), ("espeak_rate", 20), ("beam_size", 0)],
+)  # fmt: skip
+def test_config_refuses_unusable_values(field, value):
+    with pytest.raises(ValueError):
+        SpeechConfig(**{field: value})

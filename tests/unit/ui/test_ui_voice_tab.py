@@ -1,0 +1,169 @@
+"""The Voice + camera tab's handlers and layout, and app.py's voice flags (fakes; no speech models loaded)."""
+
+import time
+import warnings
+
+import gradio as gr
+import numpy as np
+import pytest
+
+import app
+from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
+from ui import create_app
+from ui.tab_voice import (
+    answer,
+    check_microphone,
+    hear,
+    prepare,
+    push_to_talk_started,
+    push_to_talk_stopped,
+    speak,
+    status_html,
+    stop,
+)
+from ui.voice_session import SpeechModels, VoiceSession, VoiceUnavailable
+
+FRAME = np.full((48, 64, 3), 120, np.uint8)
+
+
+def test_the_page_follows_a_turn_transcript_answer_spoken_sentence_and_voice_engine(tmp_path):
+    engine, models = make_engine(b"A cup. Red."), make_models(tmp_path)
+    session = asked(models)
+    updates = list(answer(engine, models, session, SETTINGS)) + list(speak(session, SETTINGS))
+    assert updates[0]["transcript"] == "What am I holding?" and updates[0]["answer"] == ""
+    assert [u["answer"] for u in updates if "answer" in u][-1] == "A cup. Red."
+    spoken = [u["speaker"] for u in updates if "speaker" in u]
+    assert len(spoken) == 2 and all(p.endswith(".wav") for p in spoken)
+    assert any("Voice: fake-tts (v1)" in u.get("voice", "") for u in updates)
+    readout = [u["readout"] for u in updates if "readout" in u][-1]
+    assert "STT 10 ms" in readout and "first sound" in readout and "…" not in readout
+    assert "Listening" in updates[-1]["status"]  # back to listening once the last sentence has played
+
+
+def test_nothing_heard_and_no_sound_are_warnings_not_errors(tmp_path):
+    engine = make_engine()
+    models = make_models(tmp_path, FakeTranscriber(""))
+    with pytest.warns(UserWarning, match="No speech heard"):
+        updates = list(answer(engine, models, asked(models), SETTINGS))
+    assert "Listening" in updates[-1]["status"] and engine.lm.prefills == []
+    models = make_models(tmp_path, fail="edge-tts failed; the offline voice failed too")
+    session = asked(models)
+    with pytest.warns(UserWarning, match="the offline voice failed too") as warned:
+        updates = list(answer(engine, models, session, SETTINGS)) + list(speak(session, SETTINGS))
+    assert len([w for w in warned if "offline voice" in str(w.message)]) == 1  # once per answer, not per sentence
+    assert [u["answer"] for u in updates if "answer" in u][-1] == "You hold a red cup. It looks full. That is all."
+    assert any("No sound: edge-tts failed" in u.get("voice", "") for u in updates)
+
+
+def test_the_microphone_handler_bumps_prepare_and_answer_and_survives_a_broken_chunk(tmp_path):
+    models = make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.detector())
+    bumps = [hear(session, (RATE, chunk), 0.5) for chunk in np.split(np.concatenate([voice(1), np.zeros(RATE)]), 20)]
+    starts = [b[0] for b in bumps if not isinstance(b[0], dict)]
+    questions = [b[1] for b in bumps if not isinstance(b[1], dict)]
+    assert starts[0] == 1 and questions[-1] == 1 and session.utterance.frame is FRAME
+    assert any("Hearing you" in b[2] for b in bumps if isinstance(b[2], str))
+    assert all(isinstance(x, dict) for x in hear(session, (RATE, np.array([[np.nan] * 9] * 9)), 0.5))  # skipped
+    assert all(isinstance(x, dict) for x in hear(session, None, 0.5))
+
+
+def test_the_frame_is_prepared_while_the_person_speaks_so_the_answer_only_adds_the_question(tmp_path):
+    engine, models = make_engine(), make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.detector())
+    for chunk in np.split(voice(0.5), 5):  # speech starts: the frame of that moment is the question's
+        hear(session, (RATE, chunk), 0.5)
+    session.frame = np.zeros_like(FRAME)  # the camera moves on while the person talks
+    prepare(engine, session, None)
+    assert engine.vision.calls == 1 and len(engine.lm.prefills) == 1
+    for chunk in np.split(np.zeros(RATE, np.float32), 5):
+        hear(session, (RATE, chunk), 0.5)
+    assert session.utterance.frame is FRAME
+    list(answer(engine, models, session, SETTINGS))
+    assert engine.vision.calls == 1  # the answer reused the prepared image
+
+
+def test_no_microphone_audio_after_start_is_a_warning():
+    session = VoiceSession()
+    with pytest.warns(UserWarning, match="allow microphone access"):
+        check_microphone(session, 0)
+    session.chunks = 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_microphone(session, 0)  # audio arrived: quiet
+    assert "Press Start" in status_html("ready") and "Listening" in status_html("listening")
+
+
+def test_push_to_talk_empty_or_broken_recordings_warn_and_a_good_one_is_asked(tmp_path):
+    session = VoiceSession(frame=FRAME)
+    starts, _ = push_to_talk_started(session)
+    assert starts == 1 and session.question_frame is FRAME
+    with pytest.warns(UserWarning, match="recording is empty"):
+        push_to_talk_stopped(session, None)
+    with pytest.warns(UserWarning, match="NaN"):
+        push_to_talk_stopped(session, (48_000, np.array([0.0, np.inf], np.float32)))
+    assert session.utterance is None
+    questions, status = push_to_talk_stopped(session, (48_000, (voice(1) * 9000).astype(np.int16)))
+    assert questions == 1 and "Thinking" in status and session.utterance.frame is FRAME
+
+
+def test_stop_ends_the_answer_and_silences_the_speaker(tmp_path):
+    engine, models = make_engine(b"x" * 300, delay=0.005), make_models(tmp_path)
+    session = asked(models)
+    updates = answer(engine, models, session, SETTINGS)
+    next(updates), next(updates)
+    status, speaker = stop(session)
+    t = time.monotonic()
+    list(updates)
+    assert time.monotonic() - t < 0.3 and not engine.busy
+    assert speaker is None and "Press Start" in status and not session.listening
+
+
+def test_the_voice_tab_is_third_or_says_why_voice_is_unavailable(tmp_path):
+    engine = make_engine()
+    demo = create_app(engine, speech=make_models(tmp_path))
+    tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
+    assert tabs == ["Image", "Camera snapshot", "Voice + camera", "Live"]
+    demo = create_app(engine, speech=VoiceUnavailable("speech input needs faster-whisper"))
+    texts = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown)]
+    assert any("Voice is unavailable" in t and "faster-whisper" in t for t in texts)
+    demo = create_app(engine)
+    assert "Voice + camera" not in [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
+
+
+def test_voice_flags_map_onto_the_speech_config_and_a_failed_load_keeps_the_app(monkeypatch):
+    args = app.build_parser().parse_args(["--whisper-model", "base", "--tts-voice", "en-GB-RyanNeural",
+                                          "--end-silence-ms", "500", "--threads", "2", "--no-download",
+                                          "--speech-pad-ms", "350"])
+    config = app.speech_config(args)
+    assert (config.whisper_model, config.tts_voice, config.end_silence_ms, config.threads, config.download,
+            config.speech_pad_ms) == ("base", "en-GB-RyanNeural", 500, 2, False, 350)
+    assert app.speech_config(app.build_parser().parse_args([])).speech_pad_ms == 400
+    assert app.load_speech(app.build_parser().parse_args(["--no-voice"])) is None
+
+    def broken(config):
+        raise ImportError("speech input needs faster-whisper: pip install faster-whisper")
+
+    monkeypatch.setattr(SpeechModels, "load", broken)
+    unavailable = app.load_speech(app.build_parser().parse_args([]))
+    assert isinstance(unavailable, VoiceUnavailable) and "pip install faster-whisper" in unavailable.reason
+
+
+def test_without_espeak_edge_tts_still_speaks_and_its_failure_names_both_reasons(monkeypatch):
+    from fastvlm import speech
+    from fastvlm.speech import SpeechConfig, SpeechUnavailable
+
+    def no_espeak(config):
+        raise SpeechUnavailable("no eSpeak NG library: pip install espeakng-loader")
+
+    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: FakeTranscriber()))
+    monkeypatch.setattr(speech.EspeakSpeaker, "load", classmethod(lambda cls, config: no_espeak(config)))
+    monkeypatch.setattr(speech, "silero_vad", lambda: object())
+    monkeypatch.setattr(speech.EdgeSpeaker, "synthesize", lambda self, text: (_ for _ in ()).throw(
+        SpeechUnavailable("edge-tts failed (no connection)")))
+    monkeypatch.setattr(FakeTranscriber, "source", "fake", raising=False)
+    models = SpeechModels.load(SpeechConfig())
+    with pytest.raises(SpeechUnavailable, match="edge-tts failed.*pip install espeakng-loader"):
+        models.speaker.synthesize("Hello.")
+    assert "Whisper tiny.en (fake)" in models.about

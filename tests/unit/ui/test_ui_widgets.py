@@ -1,0 +1,124 @@
+"""Shared UI pieces: readout formatting, the event fold, the per-person turnstile, the header, bad uploads."""
+
+import itertools
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+from gradio.data_classes import ImageData
+
+from fastvlm import Busy, Done, EngineConfig, FirstToken, Notice, Request, Stats, TextDelta
+from fastvlm.engine.engine import Engine
+from tests.fakes import FakeLM, FakeVision
+from ui.widgets import (
+    UNREADABLE,
+    Partial,
+    Turnstile,
+    follow,
+    format_metrics,
+    format_ttft,
+    header_markdown,
+    ms,
+    readable_uploads,
+    readout_html,
+)
+
+IMG = np.full((32, 48, 3), 200, np.uint8)
+
+
+def make_engine(script=b"Hello there!", delay=0.0, **cfg):
+    config = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1, **cfg)
+    return Engine(FakeVision(), FakeLM(script, delay=delay), config)
+
+
+def test_readouts_read_as_specified():
+    stats = Stats(encode_s=0.12, prefill_s=0.2, decode_s=1.0, ttft_s=0.64, total_s=2.1, new_tokens=49)
+    assert format_metrics(stats) == "TTFT 640 ms · encode 120 ms · prefill 200 ms · 48.0 tok/s · 49 tokens"
+    cached = Stats(prefill_s=0.003, ttft_s=0.007, reused_tokens=303, embedding_cached=True, new_tokens=1)
+    assert format_metrics(cached) == "TTFT 7 ms · encode cached · prefill 3 ms (303 reused) · 0.0 tok/s · 1 tokens"
+    assert format_ttft(0.64, 2.1) == "TTFT 640 ms · total 2.1 s"
+    assert format_ttft(0.64) == "TTFT 640 ms · total …" and format_ttft(None) == "TTFT … · total …"
+    assert format_ttft(0.04, 0.25) == "TTFT 40 ms · total 250 ms"
+    assert ms(12.34) == "12.3 s"
+    assert readout_html("a<b", "ttft") == '<div class="readout readout-ttft">a&lt;b</div>'
+
+
+def test_follow_folds_a_real_stream_into_the_answer_so_far():
+    engine = make_engine("héllo 🌍 world".encode())
+    parts = list(follow(engine.stream(Request(IMG, "hi")), every_s=0))
+    assert parts[0].text == "h" and parts[0].ttft_s > 0 and parts[0].stats is None  # the first token shows at once
+    assert all(b.text.startswith(a.text) for a, b in itertools.pairwise(parts))  # only ever grows
+    assert parts[-1].text == engine.answer(Request(IMG, "hi")).text == "héllo 🌍 world"
+    assert parts[-1].stats is not None and parts[-1].stats.new_tokens > 0
+    assert all(p.stats is None for p in parts[:-1])
+
+
+def test_follow_coalesces_deltas_but_always_shows_first_text_and_end():
+    now = [0.0]
+    events = [FirstToken(0.1), *[TextDelta(c) for c in "abcdef"], Done(Stats(new_tokens=7))]
+    parts = list(follow(iter(events), every_s=10, clock=lambda: now[0]))
+    assert [p.text for p in parts] == ["a", "abcdef"]  # the first text at once; later ones within 10 s held back
+    assert parts[0].ttft_s == 0.1  # with its time to first token, in the same page update
+    assert parts[-1].stats.new_tokens == 7
+
+
+def test_follow_turns_notices_into_info_and_input_errors_into_page_errors(capsys):
+    parts = list(follow(iter([Notice("conversation trimmed"), FirstToken(0.1), Done(Stats())])))
+    assert "conversation trimmed" in capsys.readouterr().out  # gr.Info outside a request prints
+    assert all(p.text == "" for p in parts)
+    engine = make_engine()
+    with pytest.raises(gr.Error) as err:
+        list(follow(engine.stream(Request(b"not an image", "q"))))
+    assert "not an image" in err.value.message
+    assert not engine.busy
+
+
+def test_follow_lets_busy_through_and_closing_it_frees_the_engine():
+    engine = make_engine(b"x" * 500, delay=0.002)
+    first = follow(engine.stream(Request(IMG, "q")), every_s=0)
+    next(first)
+    with pytest.raises(Busy):
+        next(follow(engine.stream(Request(IMG, "frame"), wait=0)))
+    first.close()
+    assert not engine.busy
+
+
+def test_turnstile_refuses_a_second_answer_until_the_first_leaves_or_stop():
+    t = Turnstile()
+    t.enter()
+    ticket = t.active
+    with pytest.raises(gr.Error, match="Still answering"):
+        t.enter()
+    t.leave(ticket + 1)  # an older answer ending late does not free a newer one
+    assert t.active == ticket
+    t.leave(ticket)
+    t.enter()
+    t.release()
+    t.enter()
+    assert t.active == ticket + 2
+
+
+def test_header_names_files_settings_licence_and_flags_synthetic_weights():
+    info = {"model": "fastvlm-synth-tiny", "synthetic": True, "vision": "/m/vision.onnx", "llm": "/m/llm.gguf",
+            "resolution": 1024, "threads": 4, "n_ctx": 4096, "busy": False}
+    text = header_markdown(info, "FastVLM on CPU")
+    for part in ("`vision.onnx`", "`llm.gguf`", "1024 px", "4 threads", "FastVLM weights: Apple AMLR licence",
+                 "synthetic weights: answers are gibberish"):
+        assert part in text
+    assert "gibberish" not in header_markdown({**info, "synthetic": False}, "t")
+
+
+def test_an_unreadable_upload_becomes_a_page_error_that_says_what_to_send(tmp_path):
+    bad = tmp_path / "photo.png"
+    bad.write_bytes(b"this is not a png")
+    box = readable_uploads(gr.Image(type="filepath", image_mode=None))
+    with pytest.raises(gr.Error) as err:
+        box.preprocess(ImageData(path=str(bad), orig_name="photo.png"))
+    assert err.value.message == UNREADABLE
+    good = tmp_path / "ok.png"
+    from PIL import Image
+
+    Image.new("RGB", (8, 8)).save(good)
+    assert box.preprocess(ImageData(path=str(good), orig_name="ok.png")) == str(good)
+    assert not list(Path(readable_uploads.__code__.co_filename).parent.glob("*.pyi"))  # no stub files written beside ui/

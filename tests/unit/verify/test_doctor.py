@@ -1,0 +1,124 @@
+"""doctor's judgement with scripted models: known answers, two images, vision gates, quant thresholds, report."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastvlm import EngineConfig
+from fastvlm.engine.engine import Engine
+from fastvlm.verify.doctor import checks, facts
+from fastvlm.verify.doctor.report import Section, exit_code, render, to_json
+from fastvlm.verify.quant_check import QuantCheck
+from tests.fakes import FakeLM, FakeVision
+
+
+def engine(script=b"Hello!", vision=None, lm=None):
+    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1, kv_reuse=False)
+    return Engine(vision or FakeVision(), lm or FakeLM(script), cfg)
+
+
+class ImageAwareLM(FakeLM):
+    """Answers with a digest of the image positions it was given: different images, different answers."""
+
+    def generate(self, options, seed=0):
+        keys = sorted({i[0] for i in self.prefills[-1] if isinstance(i, tuple)})
+        self.script = ("image " + ",".join(k[:6] for k in keys)).encode()
+        return super().generate(options, seed)
+
+
+class NoisyVision(FakeVision):
+    def __init__(self, amplitude: float):
+        super().__init__()
+        self.rng, self.amplitude = np.random.default_rng(0), amplitude
+
+    def encode(self, pixels):
+        out = super().encode(pixels)
+        return out + self.rng.normal(0, self.amplitude, out.shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("answer, red, digits", [
+    ("Red.", True, False), ("The circle is red", True, False), ("bored", False, False),
+    ("375", False, True), ("3 7 5", False, True), ("It says 3,75.", False, True), ("357", False, False),
+])
+def test_answer_judges(answer, red, digits):
+    assert (checks.names_red(answer), checks.has_digits(answer)) == (red, digits)
+
+
+def test_an_engine_that_names_red_but_misses_the_digits_fails():
+    s = Section("answers")
+    answers = checks.known_answers(engine(b"It is red."), s, (128,))
+    status = {c.label: c.status for c in s.checks}
+    assert status == {"red disc at 128": "ok", "digits at 128": "fail"}
+    assert answers["digits", 128] == "It is red."
+    assert exit_code([s]) == 1
+    assert "✗ digits at 128" in render([s]) and "fix:" in render([s])
+
+
+def test_an_engine_that_gets_both_right_passes_at_every_size():
+    s = Section("answers")
+    checks.known_answers(engine(b"Red 375"), s, (128, 64))
+    assert [c.status for c in s.checks] == ["ok"] * 4 and exit_code([s]) == 0
+
+
+def test_two_images_must_get_two_answers():
+    same, differ = Section("a"), Section("b")
+    checks.distinct_answers(engine(b"A picture."), same, 128)
+    checks.distinct_answers(engine(lm=ImageAwareLM()), differ, 128)
+    assert same.checks[0].status == "fail" and differ.checks[0].status == "ok"
+
+
+@pytest.mark.parametrize("amplitude, status", [(0.0, "ok"), (0.01, "ok"), (5.0, "fail")])
+def test_vision_gate_cosine_threshold(amplitude, status):
+    s = Section("gate")
+    ref, cand = engine(b"Red"), engine(b"Red", vision=NoisyVision(amplitude))
+    passed = checks.vision_gate(ref, cand, s, "cand", checks.INT8_COSINE_MIN, must_agree=True)
+    assert s.checks[0].status == status and passed == (status == "ok")
+    assert f">= {checks.INT8_COSINE_MIN}" in s.checks[0].detail  # the threshold is stated
+
+
+@pytest.mark.parametrize("must_agree, status", [(True, "fail"), (False, "warn")])
+def test_vision_gate_answers_must_agree_or_warn(must_agree, status):
+    s = Section("gate")
+    passed = checks.vision_gate(engine(b"Red"), engine(b"Blue"), s, "cand", 0.99, must_agree=must_agree)
+    assert s.checks[0].status == "ok" and s.checks[1].status == status
+    assert passed == (not must_agree)
+
+
+def test_with_vision_shares_the_lm_only_without_kv_reuse():
+    e = engine()
+    other = checks.with_vision(e, NoisyVision(0.1))
+    assert other.lm is e.lm and other.vision is not e.vision
+    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
+    with pytest.raises(ValueError, match="kv_reuse"):
+        checks.with_vision(Engine(FakeVision(), FakeLM(), cfg), FakeVision())
+
+
+@pytest.mark.parametrize("top1, kl, status", [(0.97, 0.01, "ok"), (0.80, 0.01, "fail"), (0.95, 0.3, "fail")])
+def test_quant_thresholds(top1, kl, status):
+    s = Section("q")
+    fake = lambda q, r, threads=None: QuantCheck(q, r, 100, top1, kl, kl * 3)  # noqa: E731
+    checks.quant_check(Path("llm-q4.gguf"), Path("llm-bf16.gguf"), s, compare=fake)
+    assert s.checks[0].status == status and "gate" in s.checks[0].detail
+
+
+def test_synthetic_names():
+    assert facts.is_synthetic("fastvlm-synth-tiny") and facts.is_synthetic("Random FastVLM")
+    assert not facts.is_synthetic("FastVLM-0.5B")
+
+
+def test_width_mismatch_fails_with_a_fix(tiny_models):
+    g = facts.read_gguf(tiny_models.llm)
+    wrong = facts.GgufFacts(**{**g.__dict__, "width": 896})
+    s, _ = facts.vision_section(tiny_models.vision, "here", wrong)
+    bad = [c for c in s.checks if c.status == "fail"]
+    assert len(bad) == 1 and "896" in bad[0].detail and "one source" in bad[0].fix
+
+
+def test_report_json_says_ok_only_without_failures():
+    s = Section("s")
+    s.add("warn", "w", "x", "y")
+    assert to_json([s])["ok"] is True
+    s.add("fail", "f")
+    doc = to_json([s], {"machine": {}})
+    assert doc["ok"] is False and doc["sections"][0]["checks"][1]["status"] == "fail"

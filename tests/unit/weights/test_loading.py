@@ -1,0 +1,48 @@
+import threading
+
+import numpy as np
+import pytest
+
+from fastvlm import Busy, EngineConfig, ModelFileError, Request
+from fastvlm.engine.engine import Engine
+from fastvlm.weights.loading import BackgroundLoad
+from tests.fakes import FakeLM, FakeVision
+
+IMG = np.zeros((8, 8, 3), np.uint8)
+
+
+def fake_engine():
+    return Engine(FakeVision(), FakeLM(b"ok"), EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+
+
+def test_stands_in_while_loading_then_serves():
+    gate = threading.Event()
+    loader = BackgroundLoad(lambda: (gate.wait(), fake_engine())[1], {"resolution": 64}).start()
+    assert loader.describe() == {"resolution": 64, "state": "loading", "busy": True}
+    assert loader.busy and loader.prepare(IMG) is False
+    with pytest.raises(Busy, match="still loading"):
+        next(loader.stream(Request(IMG, "q"), wait=0))
+    gate.set()
+    assert loader.answer(Request(IMG, "q")).text == "ok"  # waits for the load
+    assert loader.describe()["state"] == "ready" and not loader.busy and loader.prepare(IMG)
+
+
+def test_a_failed_load_is_reported_to_every_request():
+    def boom():
+        raise ModelFileError("FastVLM weights are not available")
+
+    loader = BackgroundLoad(boom, {}).start()
+    with pytest.raises(ModelFileError, match="not available"):
+        loader.answer(Request(IMG, "q"))
+    info = loader.describe()
+    assert info["state"] == "failed" and "not available" in info["error"]
+
+
+def test_the_header_says_loading_then_names_the_model():
+    from ui.widgets import header_markdown
+
+    planned = {"vision": "/m/vision.onnx", "llm": "/m/llm.gguf", "resolution": 1024, "threads": 2, "n_ctx": 4096}
+    assert "loading the model" in header_markdown({**planned, "state": "loading"}, "T")
+    failed = header_markdown({**planned, "state": "failed", "error": "<weights> missing"}, "T")
+    assert "could not be loaded" in failed and "&lt;weights&gt;" in failed
+    assert "loading" not in header_markdown({**planned, "state": "ready", "model": "m"}, "T")

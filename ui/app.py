@@ -1,0 +1,35 @@
+"""The whole web app around an engine: the Blocks with their queue (`create_app`) and the server (`launch`).
+`app.py` builds it from flags; the browser bench and the tests build it the same way."""
+
+from __future__ import annotations
+
+from .blocks import build_app, launch_style
+
+QUEUE_SIZE = 64  # people waiting beyond this get "queue full" instead of an endless wait
+MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
+
+
+def create_app(engine, settings=None, speech=None):
+    """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
+
+    Answers run one at a time through the queue (people see their place in line); prepare, live frames and
+    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all.
+    `speech` (from `load_speech`) adds the Voice + camera tab."""
+    demo = build_app(engine, settings, speech)
+    demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    return demo
+
+
+def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None):
+    """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
+    the UI; `lifespan` (MCP's) runs while the server does. Returns Gradio's (app, local url, share url)."""
+    app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
+    served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
+                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
+                         mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
+    sweeper = getattr(demo, "cache_sweeper", None)
+    if sweeper is not None:
+        sweeper.start()  # ends by itself when the server is closed
+    if block:
+        demo.block_thread()
+    return served

@@ -1,0 +1,82 @@
+"""One answer's spoken sentences: synthesized in order by one worker thread while the answer goes on streaming,
+taken one at a time by whoever plays them."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from fastvlm.speech import Speaker, Speech, SpeechUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class SpeechQueue:
+    """One answer's sentences, spoken in order by one worker thread while the answer goes on streaming.
+
+    `lock` is held by whoever decides to play the next sentence, so two events never play the same queue at once."""
+
+    def __init__(self, speaker: Speaker) -> None:
+        self._speaker = speaker
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="voice-tts")
+        self._pending: deque[Future] = deque()
+        self.lock = threading.RLock()
+        self.finished = False  # no more sentences will come
+        self.closed = False
+
+    def say(self, sentence: str | None) -> None:
+        if not sentence or not re.search(r"\w", sentence):  # "..." alone has nothing to say
+            return
+        with self.lock:
+            if not self.closed and not self.finished:
+                self._pending.append(self._pool.submit(self._speaker.synthesize, sentence))
+
+    def finish(self) -> None:
+        with self.lock:
+            self.finished = True
+            self._pool.shutdown(wait=False)
+
+    @property
+    def done(self) -> bool:
+        return self.closed or (self.finished and not self._pending)
+
+    def take(self, timeout: float = 0.0) -> Speech | SpeechUnavailable | None:
+        """The next sentence's speech (or why it has none) once ready; None while it is not."""
+        with self.lock:
+            if not self._pending:
+                return None
+            future = self._pending[0]
+        try:
+            result = future.result(timeout)
+        except FutureTimeout:
+            return None
+        except SpeechUnavailable as e:
+            result = e
+        except Exception as e:  # InputError, a cancelled sentence, or a bug in a speaker: this one stays silent
+            log.warning("a sentence could not be spoken", exc_info=e)
+            result = SpeechUnavailable(f"the voice failed ({type(e).__name__})")
+        with self.lock:
+            if self.closed or not self._pending or self._pending[0] is not future:
+                _delete_result(future)
+                return None
+            self._pending.popleft()
+        return result
+
+    def close(self) -> None:
+        """Stop speaking: drop sentences not yet spoken and delete what was made but never played."""
+        with self.lock:
+            self.closed = True
+            while self._pending:
+                future = self._pending.popleft()
+                if not future.cancel():
+                    future.add_done_callback(_delete_result)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _delete_result(future: Future) -> None:
+    if future.done() and not future.cancelled() and future.exception() is None:
+        future.result().delete()

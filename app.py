@@ -16,6 +16,7 @@ log = logging.getLogger("fastvlm.app")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fastvlm.api.settings import FORWARDED_HEADERS
     from fastvlm.cli.main import add_model_arguments
 
     p = argparse.ArgumentParser(prog="python app.py", description="FastVLM on CPU: the Gradio app")
@@ -31,8 +32,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--allow-unauthenticated-remote", action="store_true",
                    help="serve the API off-loopback without a key (trusted networks only)")
     a.add_argument("--trusted-proxies", metavar="IPS", default=os.environ.get("FASTVLM_TRUSTED_PROXIES", ""),
-                   help="comma-separated reverse proxies (IPs or CIDRs) whose X-Forwarded-For/Forwarded headers are "
-                        "believed; other forwarded requests count as remote [FASTVLM_TRUSTED_PROXIES]")
+                   help="comma-separated reverse proxies (IPs or CIDRs) whose --forwarded-header is believed; other "
+                        "forwarded requests count as remote [FASTVLM_TRUSTED_PROXIES]")
+    a.add_argument("--forwarded-header", choices=FORWARDED_HEADERS,
+                   default=os.environ.get("FASTVLM_FORWARDED_HEADER", "x-forwarded-for").lower(),
+                   help="the one header those proxies set with the client's address (its right-most entry counts; "
+                        "the others are never read) [FASTVLM_FORWARDED_HEADER]")
+    a.add_argument("--allowed-hosts", metavar="NAMES", default=os.environ.get("FASTVLM_ALLOWED_HOSTS", ""),
+                   help="comma-separated host names clients may use besides localhost when bound to loopback (a "
+                        "reverse proxy's public name) [FASTVLM_ALLOWED_HOSTS]")
+    a.add_argument("--protect-page", action="store_true",
+                   default=os.environ.get("FASTVLM_PROTECT_PAGE", "") not in ("", "0"),
+                   help="the page and its Gradio endpoints ask for a login: any user name, the API key as password "
+                        "[FASTVLM_PROTECT_PAGE=1]")
     a.add_argument("--no-api", action="store_true", help="serve the UI only")
     a.add_argument("--mcp", action=argparse.BooleanOptionalAction,
                    default=os.environ.get("FASTVLM_MCP", "1") not in ("", "0"),
@@ -41,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--backend", metavar="URL", default=os.environ.get("FASTVLM_BACKEND"),
                    help="drive a remote OpenAI-compatible server instead of a local engine [FASTVLM_BACKEND]")
     a.add_argument("--backend-key", default=os.environ.get("FASTVLM_BACKEND_KEY"),
-                   help="key for --backend (default: --api-key) [FASTVLM_BACKEND_KEY]")
+                   help="key for --backend (none unless given: this server's own key is never sent) "
+                        "[FASTVLM_BACKEND_KEY]")
     add_voice_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -104,7 +117,7 @@ def api_routes(engine, args: argparse.Namespace) -> list:
     from fastvlm.api import build_router
 
     settings = _bound_api_settings(args, "the API")
-    return build_router(engine, settings).routes if settings else []
+    return build_router(engine, settings, args.host).routes if settings else []
 
 
 def mcp_server(engine, args: argparse.Namespace):
@@ -137,9 +150,12 @@ def _bound_api_settings(args: argparse.Namespace, what: str):
 def _api_settings(args: argparse.Namespace):
     from fastvlm.api import ApiSettings
 
-    proxies = tuple(p.strip() for p in args.trusted_proxies.split(",") if p.strip())
+    def names(value: str) -> tuple[str, ...]:
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+
     return ApiSettings(api_key=args.api_key, allow_unauthenticated_remote=args.allow_unauthenticated_remote,
-                       trusted_proxies=proxies)
+                       trusted_proxies=names(args.trusted_proxies), forwarded_header=args.forwarded_header,
+                       allowed_hosts=names(args.allowed_hosts))
 
 
 def load_engine(args: argparse.Namespace, background: bool = False):
@@ -150,7 +166,7 @@ def load_engine(args: argparse.Namespace, background: bool = False):
         from fastvlm.remote import RemoteEngine
 
         log.info("using the remote backend %s", args.backend)
-        return RemoteEngine.connect(args.backend, args.backend_key or args.api_key)
+        return RemoteEngine.connect(args.backend, args.backend_key)  # never this server's own key
     from fastvlm.cli.main import model_paths
     from fastvlm.engine.events import ModelFileError
 
@@ -188,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # Gradio's own start-up requests
+    if args.protect_page and not args.api_key:
+        print("error: --protect-page needs FASTVLM_API_KEY (the page's password)", file=sys.stderr)
+        return 2
     try:
         engine = load_engine(args, background=True)
     except (ModelFileError, ValueError, OSError) as e:
@@ -198,10 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mcp = mcp_server(engine, args)
         routes = api_routes(engine, args) + (mcp.routes if mcp else [])
+        from fastvlm.api import is_loopback
         from ui import create_app, launch
 
+        if not args.protect_page and not is_loopback(args.host):
+            log.warning("the page and its Gradio endpoints (ask_image, prepare_image, ...) are open to anyone who "
+                        "can reach %s: --protect-page puts them behind a login", args.host)
         launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=routes,
-               lifespan=mcp.lifespan if mcp else None)
+               lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None)
     finally:
         engine.close()
     return 0

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import hmac
+import os
+
 from .blocks import build_app, launch_style
 
 QUEUE_SIZE = 64  # people waiting beyond this get "queue full" instead of an endless wait
 MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
+PAGE_LOGIN_MESSAGE = "This FastVLM server is private: any user name, and its key (FASTVLM_API_KEY) as the password."
 
 
 def create_app(engine, settings=None, speech=None):
@@ -20,12 +24,23 @@ def create_app(engine, settings=None, speech=None):
     return demo
 
 
-def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None):
+def page_login(key: str):
+    """Gradio's `auth` check: any user name, `key` as the password (compared in constant time)."""
+    return lambda _user, password: hmac.compare_digest(str(password).encode(), key.encode())
+
+
+def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None,
+           page_key: str | None = None):
     """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
-    the UI; `lifespan` (MCP's) runs while the server does. Returns Gradio's (app, local url, share url)."""
+    the UI; `lifespan` (MCP's) runs while the server does. `page_key`: the page and all its Gradio endpoints
+    need a login (any user name, this password). Returns Gradio's (app, local url, share url)."""
+    # Gradio's uvicorn would replace a loopback peer's address with X-Forwarded-For's; the API judges forwarded
+    # headers itself (--trusted-proxies, --forwarded-header), so uvicorn trusts no proxy
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
     app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
+    auth = {"auth": page_login(page_key), "auth_message": PAGE_LOGIN_MESSAGE} if page_key else {}
     served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
-                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(),
+                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(), **auth,
                          mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
     sweeper = getattr(demo, "cache_sweeper", None)
     if sweeper is not None:

@@ -19,6 +19,9 @@ from .errors import ApiError
 from .schema import ChatCompletionRequest, ContentPart, ImageURL
 
 _IGNORED_ROLES = {"system", "developer"}
+# messages one request may hold: every turn the engine accepts (MAX_TURNS, two messages each, and the question),
+# with room for system messages and split runs; a larger list is refused before any message is looked at
+MAX_MESSAGES = 4 * MAX_TURNS
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,9 @@ def _parts_text(parts: list[ContentPart], role: str, i: int, images: list[tuple[
 
 
 def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(role, text) with system messages dropped and consecutive same-role messages joined."""
-    runs: list[tuple[str, str]] = []
+    """(role, text) with system messages dropped and consecutive same-role messages joined (each text once:
+    linear in the messages)."""
+    runs: list[tuple[str, list[str]]] = []
     for i, m in enumerate(body.messages):
         if m.role in _IGNORED_ROLES:
             continue
@@ -69,15 +73,18 @@ def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tu
                        f"messages[{i}].role")
         content = m.content if isinstance(m.content, list) else [ContentPart(type="text", text=m.content or "")]
         text = _parts_text(content, m.role, i, images)
-        if runs and runs[-1][0] == m.role:
-            runs[-1] = (m.role, "\n".join(t for t in (runs[-1][1], text) if t))
-        else:
-            runs.append((m.role, text))
-    return runs
+        if not runs or runs[-1][0] != m.role:
+            runs.append((m.role, []))
+        if text:
+            runs[-1][1].append(text)
+    return [(role, "\n".join(texts)) for role, texts in runs]
 
 
 def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...]]:
     """(image URL, question, history) of the messages, or a 400 that says what is wrong."""
+    if len(body.messages) > MAX_MESSAGES:
+        raise _bad(f"{len(body.messages)} messages are more than the {MAX_MESSAGES} this server accepts: send only "
+                   "the recent turns", "messages", "too_many_messages")
     images: list[tuple[str, str]] = []
     runs = _runs(body, images)
     if not images:

@@ -69,7 +69,7 @@ def to_api_error(exc: Exception, retry_after_s: int) -> ApiError:
         return from_validation(exc)
     if isinstance(exc, Busy):
         return busy_error(str(exc), retry_after_s)
-    if isinstance(exc, (InputError, ValueError)):  # the engine's refusals of unusable input
+    if isinstance(exc, InputError):  # the engine's refusals of unusable input (other ValueErrors are bugs: a 500)
         return ApiError(400, str(exc), code="invalid_input")
     if isinstance(exc, MultiPartException):
         return ApiError(400, f"the multipart body is malformed ({exc.message})", code="invalid_multipart")
@@ -80,11 +80,21 @@ def to_api_error(exc: Exception, retry_after_s: int) -> ApiError:
                     code="internal_error")
 
 
+def log_refusal(client: str, method: str, path: str, err: ApiError) -> None:
+    """The operator's line for a refused or failed request: client (as judged), method, path, status, reason.
+    Never the key, the body or the client's own words (the reason is the error's code)."""
+    level = logging.ERROR if err.status >= 500 and err.status != 503 else logging.WARNING
+    log.log(level, "refused client=%s %s %s status=%d reason=%s", client, method, path, err.status,
+            err.code or _TYPES.get(err.status, "server_error"))
+
+
 Check = Callable[[Request, str], Awaitable[None]]  # (request, the route's path)
+Who = Callable[[Request], str]  # the client as judged, for the log line
 
 
-def route_class(before: Check, retry_after_s: int) -> type[APIRoute]:
-    """An `APIRoute` that runs `before(request, path)` (key, body size) first and answers errors OpenAI-style."""
+def route_class(before: Check, retry_after_s: int, who: Who) -> type[APIRoute]:
+    """An `APIRoute` that runs `before(request, path)` (key, body size) first, answers errors OpenAI-style and
+    logs each one (`log_refusal`)."""
 
     class OpenAIRoute(APIRoute):
         def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
@@ -95,7 +105,9 @@ def route_class(before: Check, retry_after_s: int) -> type[APIRoute]:
                     await before(request, self.path)
                     return await handler(request)
                 except Exception as exc:  # noqa: BLE001 - every error leaves as OpenAI-style JSON
-                    return to_api_error(exc, retry_after_s).response()
+                    err = to_api_error(exc, retry_after_s)
+                    log_refusal(who(request), request.method, request.url.path, err)
+                    return err.response()
 
             return run
 

@@ -1,12 +1,14 @@
 """The API's endpoints on one `APIRouter`, to mount beside the Gradio app (same process, port and engine).
 
 `POST /v1/chat/completions` (OpenAI), `GET /v1/models`, `POST /v1/prepare` (extension), `POST /predict`
-(multipart, plain-text stream), `GET /health`. Every endpoint except `/health` checks the API key.
+(multipart, plain-text stream), `GET /health`. Every endpoint except `/health` checks the API key and, on a
+loopback bind, the Host and Origin headers.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import anyio
@@ -21,22 +23,27 @@ from ..engine.events import Request as EngineRequest
 from . import convert, images
 from .errors import ApiError, route_class
 from .schema import ChatCompletionRequest, Completion, PrepareRequest
-from .security import authorize, check_bind, read_body
+from .security import authorize, check_bind, check_host, is_loopback, judged_client, read_body
 from .settings import ApiSettings
 from .streaming import EngineResponse, Gate, collect, plain_text, sse
 
 _NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def build_router(engine, settings: ApiSettings) -> APIRouter:
-    """All endpoints, bound to `engine` (an `Engine`, or anything with its `stream`/`prepare`/`describe`)."""
+def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIRouter:
+    """All endpoints, bound to `engine` (an `Engine`, or anything with its `stream`/`prepare`/`describe`).
+    `host`: the address the server listens on; on loopback, Host/Origin must name this machine (`check_host`)."""
+    local = is_loopback(host)
 
     async def before(request: Request, path: str) -> None:
         if path != "/health":
+            if local:
+                check_host(request, settings)
             authorize(request, settings)
         await read_body(request, settings.max_body_bytes)
 
-    router = APIRouter(route_class=route_class(before, settings.retry_after_s), tags=["fastvlm api"])
+    router = APIRouter(route_class=route_class(before, settings.retry_after_s, lambda r: judged_client(r, settings)),
+                       tags=["fastvlm api"])
     gate = Gate(engine, settings)
     started = time.time()
     max_pixels = images.max_pixels(engine)
@@ -104,7 +111,7 @@ def build_router(engine, settings: ApiSettings) -> APIRouter:
     @router.get("/health")
     async def health() -> dict:
         """Liveness, what is loaded (file names, not paths) and whether the engine is answering now."""
-        info = dict(engine.describe())
+        info = {k: _without_paths(v) for k, v in engine.describe().items()}
         for key in ("vision", "llm"):
             if key in info:
                 info[key] = os.path.basename(str(info[key]))
@@ -114,6 +121,15 @@ def build_router(engine, settings: ApiSettings) -> APIRouter:
     return router
 
 
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])(?:~|[A-Za-z]:)?[\\/](?:[^\\/\s'\"(),;]+[\\/])*([^\\/\s'\"(),;]*)")
+
+
+def _without_paths(value):
+    """`value` with absolute paths cut to their last part (`/root/.cache/x/llm.gguf` -> `llm.gguf`): /health needs
+    no key, and where this machine keeps its files is none of a caller's business."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1), value) if isinstance(value, str) else value
+
+
 def _model_card(model_id: str, created: float) -> dict:
     return {"id": model_id, "object": "model", "created": int(created), "owned_by": "fastvlm"}
 
@@ -121,5 +137,5 @@ def _model_card(model_id: str, created: float) -> dict:
 def mount_api(app: FastAPI, engine, settings: ApiSettings, *, host: str | None, share: bool = False) -> FastAPI:
     """Check the bind (see `check_bind`) and add the API's routes to `app`; returns `app`."""
     check_bind(host, settings, share)
-    app.include_router(build_router(engine, settings))
+    app.include_router(build_router(engine, settings, host))
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
@@ -45,16 +46,13 @@ def _in_networks(host: str | None, networks: tuple[str, ...]) -> bool:
     return any(ip in ipaddress.ip_network(n, strict=False) for n in networks)
 
 
-def _forwarded_chain(request: Request) -> list[str]:
-    """Client addresses named by forwarding headers, nearest proxy's last (X-Forwarded-For, else Forwarded's
-    `for=`, else X-Real-IP)."""
-    headers = request.headers
-    if "x-forwarded-for" in headers:
-        return [a.strip() for a in ",".join(headers.getlist("x-forwarded-for")).split(",") if a.strip()]
-    if "forwarded" in headers:
-        pairs = (kv.strip() for element in ",".join(headers.getlist("forwarded")).split(",") for kv in element.split(";"))
+def _forwarded_chain(request: Request, header: str) -> list[str]:
+    """The client addresses `header` names, nearest proxy's last (`Forwarded`: its `for=` values)."""
+    values = ",".join(request.headers.getlist(header))
+    if header == "forwarded":
+        pairs = (kv.strip() for element in values.split(",") for kv in element.split(";"))
         return [_without_port(kv[4:]) for kv in pairs if kv.lower().startswith("for=")]
-    return [headers["x-real-ip"].strip()] if "x-real-ip" in headers else []
+    return [a.strip() for a in values.split(",") if a.strip()]
 
 
 def _without_port(node: str) -> str:
@@ -65,19 +63,55 @@ def _without_port(node: str) -> str:
     return node.rsplit(":", 1)[0] if node.count(":") == 1 else node
 
 
-def client_host(request: Request, trusted_proxies: tuple[str, ...] = ()) -> str | None:
+def client_host(request: Request, trusted_proxies: tuple[str, ...] = (),
+                forwarded_header: str = "x-forwarded-for") -> str | None:
     """The client's address for the loopback rule. A request carrying Forwarded / X-Forwarded-For / X-Real-IP
     came through a proxy: unless its TCP peer is one of `trusted_proxies`, where it came from is unknown and
-    None (remote) is returned; from a trusted proxy, the nearest address in the chain that is not a trusted
-    proxy itself. Without those headers, the TCP peer."""
+    None (remote) is returned; from a trusted proxy, the right-most address of `forwarded_header` (the one header
+    that proxy sets) that is not a trusted proxy itself; the other headers, which the client may have written,
+    are never read. Without those headers, the TCP peer."""
     peer = request.client.host if request.client else None
     if not any(h in request.headers for h in _FORWARDING_HEADERS):
         return peer
     if not _in_networks(peer, trusted_proxies):
         return None
-    chain = _forwarded_chain(request)
+    chain = _forwarded_chain(request, forwarded_header)
     untrusted = [a for a in chain if not _in_networks(a, trusted_proxies)]
     return untrusted[-1] if untrusted else (chain[0] if chain else None)
+
+
+def judged_client(request: Request, settings: ApiSettings) -> str:
+    """The client as the loopback rule sees it, for log lines ("unknown" when forwarded by an untrusted peer)."""
+    return client_host(request, settings.trusted_proxies, settings.forwarded_header) or "unknown"
+
+
+def _host_name(value: str) -> str:
+    """`example.org:8080` -> `example.org`, `[::1]:7860` -> `::1`."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def check_host(request: Request, settings: ApiSettings) -> None:
+    """For a server bound to loopback: `Host`, and `Origin` when a browser sends one, must name this machine or
+    one of `allowed_hosts`. A web page elsewhere then cannot reach the API through DNS rebinding (its Host is
+    the page's name) nor post to it blind (its Origin is the page's). A 403 otherwise."""
+    allowed = {h.lower() for h in settings.allowed_hosts}
+
+    def ok(name: str) -> bool:
+        return is_loopback(name) or name in allowed
+
+    host = _host_name(request.headers.get("host", ""))
+    if not ok(host):
+        raise ApiError(403, f"the Host header names {host!r}, not this server: a web page may be trying to reach "
+                       "it through DNS rebinding. If clients reach this server under that name (a reverse proxy), "
+                       "add it to --allowed-hosts / FASTVLM_ALLOWED_HOSTS", code="host_not_allowed")
+    origin = request.headers.get("origin")
+    if origin is not None and not ok(urlsplit(origin).hostname or origin.lower()):
+        raise ApiError(403, f"requests from web pages at {origin!r} are refused: only pages of this server may "
+                       "call it (add its name to --allowed-hosts / FASTVLM_ALLOWED_HOSTS if it is yours)",
+                       code="origin_not_allowed")
 
 
 def check_bind(host: str | None, settings: ApiSettings, share: bool = False) -> None:
@@ -108,7 +142,7 @@ def authorize(request: Request, settings: ApiSettings) -> None:
     """Check `Authorization: Bearer <key>` (constant time) when a key is configured. Without one, only
     loopback clients are served unless `allow_unauthenticated_remote` (a second line behind `check_bind`)."""
     if settings.api_key is None:
-        client = client_host(request, settings.trusted_proxies)
+        client = client_host(request, settings.trusted_proxies, settings.forwarded_header)
         if not settings.allow_unauthenticated_remote and not is_loopback(client):
             raise ApiError(403, "this server has no API key and serves local clients only (a request forwarded by "
                            "a proxy counts as remote unless the proxy is in FASTVLM_TRUSTED_PROXIES): start it with "

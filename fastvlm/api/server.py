@@ -33,7 +33,9 @@ class BackgroundServer:
 
         self._socket = socket.create_server((host, port))
         self.host, self.port = host, self._socket.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1)
+        # proxy_headers off: the API judges forwarded headers itself (`security.client_host`); uvicorn would
+        # otherwise replace the peer's address with X-Forwarded-For's whenever the peer is 127.0.0.1
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1, proxy_headers=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
                                          name=f"api-server-{self.port}", daemon=True)

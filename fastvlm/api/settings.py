@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+FORWARDED_HEADERS = ("x-forwarded-for", "x-real-ip", "forwarded")  # what `forwarded_header` may name
+
 
 @dataclass(frozen=True)
 class ApiSettings:
@@ -12,9 +14,17 @@ class ApiSettings:
 
     api_key: str | None = None  # required as `Authorization: Bearer <key>` when set (FASTVLM_API_KEY)
     allow_unauthenticated_remote: bool = False  # serve off-loopback without a key (trusted networks only)
-    # reverse proxies (IPs or CIDRs) whose Forwarded / X-Forwarded-For / X-Real-IP headers are believed; a request
-    # carrying those headers from any other peer counts as remote (FASTVLM_TRUSTED_PROXIES)
+    # reverse proxies (IPs or CIDRs) whose `forwarded_header` is believed; a request carrying any forwarding header
+    # (Forwarded, X-Forwarded-For, X-Real-IP) from another peer counts as remote (FASTVLM_TRUSTED_PROXIES)
     trusted_proxies: tuple[str, ...] = ()
+    # the ONE header those proxies set with the client's address: x-forwarded-for, x-real-ip or forwarded; its
+    # right-most entry that is not a trusted proxy is the client; the other two are never read
+    # (FASTVLM_FORWARDED_HEADER)
+    forwarded_header: str = "x-forwarded-for"
+    # host names, besides this machine's loopback names, that clients may use in Host/Origin when the server is
+    # bound to loopback (a reverse proxy's public name); others get a 403, so no web page reaches the API through
+    # DNS rebinding (FASTVLM_ALLOWED_HOSTS)
+    allowed_hosts: tuple[str, ...] = ()
     queue_wait_s: float = 30.0  # how long a request waits for the busy engine before a 503
     max_waiting: int = 4  # requests allowed to wait behind the running one; more get a 503 at once
     retry_after_s: int = 5  # the `Retry-After` header of a 503
@@ -32,5 +42,8 @@ class ApiSettings:
             except ValueError:
                 raise ValueError(f"trusted proxy {proxy!r} is not an IP address or network (e.g. 127.0.0.1, "
                                  "10.0.0.0/8): fix FASTVLM_TRUSTED_PROXIES / --trusted-proxies") from None
+        if self.forwarded_header not in FORWARDED_HEADERS:
+            raise ValueError(f"forwarded header {self.forwarded_header!r} is not one of {', '.join(FORWARDED_HEADERS)}: "
+                             "name the header your proxy sets (--forwarded-header / FASTVLM_FORWARDED_HEADER)")
         if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1:
             raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes >= 1")

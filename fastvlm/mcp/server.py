@@ -24,8 +24,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..api import images
-from ..api.errors import ApiError, to_api_error
-from ..api.security import authorize, is_loopback, read_body
+from ..api.errors import ApiError, log_refusal, to_api_error
+from ..api.security import authorize, is_loopback, judged_client, read_body
 from ..api.settings import ApiSettings
 from ..api.streaming import Gate
 from ..engine.config import TRAINED_RESOLUTION
@@ -56,15 +56,17 @@ def error_text(exc: Exception, retry_after_s: int) -> str:
     return err.message
 
 
-def _dns_rebinding(host: str | None) -> TransportSecuritySettings:
-    """On loopback, only local Host/Origin headers (a web page cannot reach the tools through DNS rebinding);
-    off loopback the API key protects the server, and any name may reach it."""
+def _dns_rebinding(host: str | None, allowed_hosts: tuple[str, ...] = ()) -> TransportSecuritySettings:
+    """On loopback, only local Host/Origin headers, or `allowed_hosts` (a reverse proxy's public name): a web page
+    cannot reach the tools through DNS rebinding. Off loopback the API key protects the server, and any name may
+    reach it."""
     if not is_loopback(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    names = ["127.0.0.1", "localhost", "[::1]"]
+    names = ["127.0.0.1", "localhost", "[::1]", *allowed_hosts]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                      allowed_hosts=names + [f"{n}:*" for n in names],
-                                     allowed_origins=[f"http://{n}:*" for n in names] + [f"http://{n}" for n in names])
+                                     allowed_origins=[f"{scheme}://{n}{port}" for scheme in ("http", "https")
+                                                      for n in names for port in ("", ":*")])
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -89,7 +91,7 @@ class McpServer:
         self._gate = Gate(engine, api)
         self._images = replace(api, allow_remote_image_urls=False)  # never fetch a URL on a tool call's behalf
         self._manager = StreamableHTTPSessionManager(self._build(), json_response=True, stateless=True,
-                                                     security_settings=_dns_rebinding(host),
+                                                     security_settings=_dns_rebinding(host, api.allowed_hosts),
                                                      max_request_body_size=api.max_body_bytes)
 
     @property
@@ -109,6 +111,7 @@ class McpServer:
             authorize(request, self.api)
             await read_body(request, self.api.max_body_bytes)
         except ApiError as e:
+            log_refusal(judged_client(request, self.api), request.method, request.url.path, e)
             await e.response()(scope, receive, send)
             return
         if request.method == "POST":
@@ -141,6 +144,13 @@ class McpServer:
         result = builder.result()
         return [types.TextContent(type="text", text=result.text)], structured_result(result)
 
+    def _log_refusal(self, tool: str, exc: Exception) -> None:
+        """The API's log line for a failed tool call (status: the HTTP status the API would have answered)."""
+        http = _http_request.get()
+        err = ApiError(400, str(exc), code="invalid_arguments") if isinstance(exc, ToolError) else to_api_error(exc, 0)
+        client = judged_client(http, self.api) if http is not None else "unknown"
+        log_refusal(client, "MCP", f"{PATH} tools/call {tool}", err)
+
     def _build(self) -> Server:
         server: Server = Server(self.settings.server_name, instructions=INSTRUCTIONS)
 
@@ -154,7 +164,7 @@ class McpServer:
                 return await self.answer(name, arguments)
             except Exception as e:  # noqa: BLE001 - every failure reaches the agent as a readable tool error
                 message = error_text(e, self.api.retry_after_s)
-                log.info("MCP %s refused: %s", name, message)
+                self._log_refusal(name, e)
                 return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
 
         return server

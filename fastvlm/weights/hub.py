@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine.events import ModelFileError
+from .pins import LOCK_NAME, Pins
 from .sources import Candidate
 
 log = logging.getLogger(__name__)
@@ -50,24 +51,30 @@ class Hub:
 
         return Path(constants.HF_HOME) / "fastvlm"
 
+    @property
+    def pins(self) -> Pins:
+        """What third-party files were fetched (revision, sha256): checked on every use (`pins.py`)."""
+        return Pins(self.own_dir / LOCK_NAME)
+
     def cached(self, c: Candidate) -> Path | None:
-        """The file from the cache, without any request."""
+        """The file from the cache (its pinned revision, checked against its pin), without any request."""
         from huggingface_hub import try_to_load_from_cache
 
-        found = try_to_load_from_cache(c.repo, c.path, cache_dir=self.cache_dir)
-        return Path(found) if isinstance(found, str) else None
+        found = try_to_load_from_cache(c.repo, c.path, cache_dir=self.cache_dir, revision=self.pins.revision(c))
+        return self.pins.verify(c, Path(found)) if isinstance(found, str) else None
 
     def download(self, c: Candidate) -> Path | None:
-        """The file after a download (resumed when a partial one is there); None when the Hub says it has no
-        such repo or file (or needs a login); `HubUnreachable` when there is no Hub to ask."""
+        """The file after a download (resumed when a partial one is there) of its pinned revision, checked against
+        its pin (recorded now if it had none); None when the Hub says it has no such repo or file (or needs a
+        login); `HubUnreachable` when there is no Hub to ask."""
         import huggingface_hub as hf
         from huggingface_hub import errors
 
         self._check_online(str(c))
         try:
             self._say_downloading(str(c))
-            return Path(hf.hf_hub_download(c.repo, c.path, cache_dir=self.cache_dir, endpoint=self.endpoint,
-                                           etag_timeout=ETAG_TIMEOUT_S))
+            got = Path(hf.hf_hub_download(c.repo, c.path, cache_dir=self.cache_dir, endpoint=self.endpoint,
+                                          revision=self.pins.revision(c), etag_timeout=ETAG_TIMEOUT_S))
         except (errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.RemoteEntryNotFoundError) as e:
             log.info("%s is not on the Hub (%s)", c, type(e).__name__)
             return None
@@ -76,6 +83,7 @@ class Hub:
         except errors.HfHubHTTPError as e:  # 5xx, 429 after retries, a proxy's error page
             log.warning("downloading %s failed: %s", c, e)
             return None
+        return self.pins.verify(c, got)
 
     def download_snapshot(self, repo: str, patterns: list[str], fetch: bool = True) -> Path:
         """The files of `repo` matching `patterns`, as a snapshot folder: from the cache, else (with `fetch`)

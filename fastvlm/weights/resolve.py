@@ -142,6 +142,10 @@ def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> Path | None:
     names = external_data(path) if path.suffix == ".onnx" else []
     if not names:
         return path
+    for name in names:
+        if name in ("", ".", "..") or Path(name).name != name or "\\" in name:
+            raise ModelFileError(f"{c} names {name!r} as a file of its weights: only a plain file name beside the "
+                                 "graph is accepted (never a folder, '..' or an absolute path); this graph is refused")
     files = {path.name: path}
     for name in names:
         beside = Candidate(c.repo, str(Path(c.path).parent / name))

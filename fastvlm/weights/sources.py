@@ -23,6 +23,8 @@ PARTS = ("vision", "llm")
 class Candidate:
     repo: str  # a Hugging Face model repo id
     path: str  # the exact file path inside it
+    revision: str | None = None  # a commit (or tag) to fetch; None: the newest, then pinned at first download
+    sha256: str | None = None  # the file's expected hash; None: whatever the first download got (pins.json)
 
     def __str__(self) -> str:
         return f"{self.repo}/{self.path}"

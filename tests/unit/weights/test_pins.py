@@ -1,0 +1,80 @@
+"""Third-party weight files pinned (issue #19, finding 4): the first fetch records revision and sha256, later uses
+check them and refuse a changed file until it is re-pinned; external-data names read from a downloaded graph are
+plain file names (never '..', a folder or an absolute path)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from fastvlm.engine.events import ModelFileError
+from fastvlm.weights import Hub
+from fastvlm.weights.pins import PinMismatch, sha256_of
+from fastvlm.weights.sources import Candidate
+
+
+def cache_file(cache: Path, repo: str, path: str, content: bytes, commit: str = "a" * 40) -> Path:
+    """A file as huggingface_hub's cache holds it (refs/main -> snapshots/<commit>/<path>)."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    file = folder / "snapshots" / commit / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_bytes(content)
+    return file
+
+
+def test_the_first_fetch_is_pinned_and_a_changed_file_is_refused_until_re_pinned(tmp_path):
+    hub, c = Hub(cache_dir=tmp_path / "hub"), Candidate("someone/exports", "llm.gguf")
+    file = cache_file(tmp_path / "hub", c.repo, c.path, b"GGUF first")
+    assert hub.cached(c) == file
+    pin = hub.pins.entries()[str(c)]
+    assert pin["revision"] == "a" * 40 and pin["sha256"] == sha256_of(file)
+    file.write_bytes(b"GGUF other")  # changed under the same name
+    with pytest.raises(PinMismatch, match="not the file that was pinned.*re-pin it.*pins.json"):
+        hub.cached(c)
+    with pytest.raises(PinMismatch):  # and again: nothing was re-recorded
+        hub.cached(c)
+    hub.pins.path.unlink()  # the user re-pins
+    assert hub.cached(c) == file and hub.pins.entries()[str(c)]["sha256"] == sha256_of(file)
+
+
+def test_a_candidate_may_carry_its_own_hash_and_revision(tmp_path):
+    cache_file(tmp_path / "hub", "someone/exports", "llm.gguf", b"GGUF old", commit="b" * 40)
+    cache_file(tmp_path / "hub", "someone/exports", "llm.gguf", b"GGUF new", commit="c" * 40)  # refs/main -> c
+    hub = Hub(cache_dir=tmp_path / "hub")
+    old = Candidate("someone/exports", "llm.gguf", revision="b" * 40)
+    assert hub.cached(old).read_bytes() == b"GGUF old"
+    wrong = Candidate("someone/exports", "llm.gguf", sha256="0" * 64)
+    with pytest.raises(PinMismatch, match="sources.py"):
+        hub.cached(wrong)
+
+
+@pytest.mark.parametrize("name", ["../escaped.bin", "/tmp/absolute.bin", "sub/dir.bin"])
+def test_external_data_names_must_be_plain_file_names(tmp_path, name):
+    onnx = pytest.importorskip("onnx")
+    resolve_module = importlib.import_module("fastvlm.weights.resolve")  # the package re-exports a function
+    tensor = onnx.helper.make_tensor("w", onnx.TensorProto.FLOAT, [1], [0.0])
+    tensor.ClearField("float_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=name)
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])], [tensor])
+    path = tmp_path / "vision.onnx"
+    onnx.save(onnx.helper.make_model(graph), str(path))
+    asked = []
+
+    class NoHub:
+        own_dir = tmp_path / "own"
+
+        def cached(self, c):
+            asked.append(c)
+            return None
+
+        download = cached
+
+    with pytest.raises(ModelFileError, match="only a plain file name"):
+        resolve_module._complete(path, Candidate("someone/exports", "onnx/vision.onnx"), NoHub(), fetch=True)
+    assert asked == [] and not (tmp_path / "own").exists()  # nothing fetched, nothing written

@@ -209,6 +209,8 @@ def header_markdown(info: dict, title: str) -> str:
                      + "</small>")
     if info.get("synthetic"):
         lines.append("**⚠ synthetic weights: answers are gibberish** (random-weight test models)")
+    if info.get("llama_notice"):
+        lines.append(f"**⚠ {html.escape(info['llama_notice'])}**")
     state = info.get("state", "ready")
     if state == "loading":
         stage = html.escape(info.get("stage") or "loading the model and warming up")

@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "FastVlmForConditionalGeneration)")
     parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
     parser.add_argument("--quant", nargs="+", type=str.lower, choices=QUANTS, default=["auto"],
-                        help="GGUF type(s); the first is written as llm.gguf, others as llm-<quant>.gguf. auto: bf16 "
-                        "where the CPU computes bf16 natively, else q8_0")
+                        help="GGUF type(s); the first is written as llm.gguf, others as llm-<quant>.gguf. auto: q8_0 "
+                        "where llama.cpp's AMX int8 works, else bf16 where the CPU computes bf16 natively, else q8_0")
     parser.add_argument("--resolution", type=int, default=1024, help="image size of the parity check and --int8")
     parser.add_argument("--int8", action="store_true",
                         help="also write calibrated int8 vision encoders (ONNX Runtime QDQ; "
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.random_init:
         near = args.out.parent if args.out.parent.exists() else None  # the same disk as the output
         with tempfile.TemporaryDirectory(prefix="fastvlm-random-", dir=near) as tmp:
-            from ..synth.random_model import write_apple_checkpoint, write_checkpoint
+            from ..synth.apple_layout import write_apple_checkpoint
+            from ..synth.random_model import write_checkpoint
 
             t0 = time.perf_counter()
             write = write_apple_checkpoint if args.apple_layout else write_checkpoint

@@ -39,8 +39,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="the official checkpoint (apple/FastVLM-0.5B, -1.5B, -7B) [FASTVLM_MODEL]")
     g.add_argument("--quant", default=env("FASTVLM_QUANT", "auto"),
                    choices=QUANTS,
-                   help="GGUF type of the official conversion; auto: bf16 where the CPU has native bf16 (exact "
-                        "to the weights), else q8_0; iq4_nl is the fastest [FASTVLM_QUANT]")
+                   help="GGUF type of the official conversion; auto: q8_0 where llama.cpp's AMX int8 works, else "
+                        "bf16 where the CPU has native bf16 (exact to the weights), else q8_0 [FASTVLM_QUANT]")
     g.add_argument("--exact", action="store_true",
                    help="f32 everywhere (vision compute, KV cache): the setting under which answers match the "
                         "transformers reference token for token; slower")
@@ -84,11 +84,15 @@ def _int8(paths, args: argparse.Namespace):
 
 def engine_config(args: argparse.Namespace, paths=None) -> EngineConfig:
     """The engine's config from the flags; resolves (and downloads) the weights unless `paths` are given."""
+    from ..amx import llama_settings
+
     paths = paths or model_paths(args)
     exact = _exact(args)
+    llama = llama_settings()  # on an AMX CPU: is llama.cpp's AMX path safe here (a child process, once per install)
     return EngineConfig(vision_path=paths.vision, llm_path=paths.llm, resolution=args.resolution or TRAINED_RESOLUTION,
                         threads=args.threads, n_ctx=args.n_ctx, vision_runtime=args.vision_runtime,
-                        vision_precision="f32" if exact else "auto", kv_f32=exact, sources=paths.sources)
+                        vision_precision="f32" if exact else "auto", kv_f32=exact, sources=paths.sources,
+                        extra_buffers=llama.extra_buffers, llama_notice=llama.llama_notice)
 
 
 def load_engine(args: argparse.Namespace):
@@ -109,6 +113,7 @@ def _predict_arguments(p: argparse.ArgumentParser) -> None:
 
 def predict(args: argparse.Namespace) -> int:
     engine = load_engine(args)
+    llama = {k: engine.describe().get(k, "") for k in ("llama_cpu", "llama_notice")}
     opts = GenerationOptions(max_new_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
     text, notices, stats = [], [], None
     try:
@@ -128,7 +133,7 @@ def predict(args: argparse.Namespace) -> int:
         engine.close()
     if args.json:
         print(json.dumps({"answer": "".join(text), "notices": notices, "sources": engine.config.sources, **asdict(stats),
-                          "tokens_per_s": stats.tokens_per_s}, indent=2))
+                          "tokens_per_s": stats.tokens_per_s, **llama}, indent=2))
     else:
         print(f"\n\nTTFT {stats.ttft_s * 1000:.0f} ms (preprocess {stats.preprocess_s * 1000:.0f}, encode "
               f"{stats.encode_s * 1000:.0f}, prefill {stats.prefill_s * 1000:.0f}) · decode {stats.tokens_per_s:.1f} "

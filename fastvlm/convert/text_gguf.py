@@ -6,8 +6,9 @@ F32, F16 or BF16 (norms and biases always F32; a bf16 checkpoint written as BF16
 type is made by `llama_model_quantize` from a BF16 file (bf16 checkpoints) or an F32 one (others), so
 quantizing never rounds twice. Tensors stream from the memory-mapped safetensors one at a time.
 
-Quant names: auto | bf16 | q8_0 | iq4_nl | q4_k_m | f16 | f32 (case-insensitive). `auto` = BF16 where the
-CPU computes bf16 natively (AVX-512 BF16 / AMX: exact and fast), else Q8_0.
+Quant names: auto | bf16 | q8_0 | iq4_nl | q4_k_m | f16 | f32 (case-insensitive). `auto` = the fastest type at
+acceptable fidelity for this CPU's class (`fastvlm.amx.policy`): Q8_0 where llama.cpp's AMX int8 kernels work,
+else BF16 where the CPU computes bf16 natively (AVX-512 BF16 / AMX: exact and fast), else Q8_0.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fastvlm.amx.policy import auto_quant
 from fastvlm.convert.quantize import quantize_gguf
 from fastvlm.convert.qwen2_gguf import Qwen2Sizes, Vocab, add_qwen2_metadata
-from fastvlm.engine.cpu import native_bf16
 
 from ._deps import require
 from .arch import TextArch
@@ -37,12 +38,15 @@ _LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "iq4_nl": "LLAMA_FTYPE_MOSTL
 
 
 def resolve_quant(quant: str, bf16_native: bool | None = None) -> str:
-    """A concrete quant name (lower case) for `quant`; `auto` asks the CPU (`fastvlm.engine.cpu.native_bf16`)."""
+    """A concrete quant name (lower case) for `quant`. `auto`: by the CPU class (`fastvlm.amx.policy.auto_quant`,
+    which runs the AMX probe once on an AMX CPU); `bf16_native` given: BF16 or Q8_0 by that alone."""
     q = quant.lower()
     if q not in QUANTS:
         raise ValueError(f"--quant must be one of {', '.join(QUANTS)}, got {quant!r}")
     if q == "auto":
-        return "bf16" if (native_bf16() if bf16_native is None else bf16_native) else "q8_0"
+        if bf16_native is None:
+            return auto_quant()
+        return "bf16" if bf16_native else "q8_0"
     return q
 
 
@@ -69,6 +73,7 @@ def text_tensors(ckpt: Checkpoint, arch: TextArch) -> list[tuple[str, Tensor]]:
     names = [n for n, _ in out]
     if "token_embd.weight" not in names or len(set(names)) != len(names):
         raise CheckpointError(f"{ckpt.path}: the text model's tensors are incomplete or duplicated")
+    ckpt.use(t.name for _, t in out)
     return out
 
 

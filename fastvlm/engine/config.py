@@ -72,6 +72,9 @@ class EngineConfig:
     kv_f32: bool = False  # f32 KV cache (strict parity); default f16
     vision_runtime: str = "auto"  # "auto": OpenVINO when the `openvino` package is installed, else ONNX Runtime
     vision_precision: str = "auto"  # OpenVINO only: "auto" (bf16 where the CPU reports BF16), "f32", "bf16"
+    extra_buffers: bool = True  # llama.cpp's extra weight buffers (AMX tiles, repacked Q4_0): the app turns them off
+    # where llama.cpp's AMX path crashes on this CPU (fastvlm.amx's probe decides, before the first load)
+    llama_notice: str = ""  # one line about llama.cpp on this CPU (e.g. "AMX off ... fix: ..."), shown with the model
     sources: dict[str, str] = field(default_factory=dict)  # "vision"/"llm" -> where the file came from (shown)
 
     def __post_init__(self) -> None:

@@ -126,6 +126,8 @@ class Engine:
             "sources": dict(self.config.sources),
             "threads": self.config.threads,
             "n_ctx": self.lm.n_ctx,
+            "llama_cpu": getattr(self.lm, "cpu_variant", ""),  # llama.cpp's CPU backend (a portable build's variant)
+            "llama_notice": self.config.llama_notice,  # e.g. AMX off on this CPU, and the fix; empty when all is well
             "busy": self.busy,
         }
 

@@ -20,6 +20,7 @@ from .cancel import NativeFlag
 from .config import EngineConfig, GenerationOptions
 from .events import ModelFileError, StopReason
 from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, identities
+from .llamalib import cpu_variant, import_llama
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,14 @@ def build_sampler(llama_cpp, vocab_size: int, options: GenerationOptions, seed: 
     return chain
 
 
+def model_params(llama_cpp, config: EngineConfig):
+    """llama.cpp's model parameters for `config`. `extra_buffers` off keeps the weights out of llama.cpp's extra
+    buffer types (AMX tiles, repacked Q4_0/IQ4_NL): where the AMX path crashes, the caller's probe turns it off."""
+    params = llama_cpp.llama_model_default_params()
+    params.use_extra_bufts = config.extra_buffers
+    return params
+
+
 class LlamaLM:
     """Owns a llama model + context + two reusable batches. Build it with `load()`; `close()` frees it."""
 
@@ -105,6 +114,7 @@ class LlamaLM:
         self._snapshots = SnapshotStore(config.kv_snapshots if config.kv_reuse else 0)  # no reuse: none kept
         self._buf = ctypes.create_string_buffer(256)
         self.name = self._meta("general.name") or Path(config.llm_path).stem
+        self.cpu_variant = cpu_variant()  # which llama.cpp CPU backend runs (haswell, zen4, ... or built-in)
         ids = self.tokenize(IM_END, special=True)
         self.im_end = ids[0] if len(ids) == 1 else None
         if self.im_end is None:
@@ -114,12 +124,10 @@ class LlamaLM:
     def load(cls, config: EngineConfig) -> "LlamaLM":
         path = Path(config.llm_path)
         _check_gguf(path)
-        import llama_cpp
-
         logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its C log callback obeys this
+        llama_cpp = import_llama()  # a portable build's CPU backend is loaded here, before the first model
         llama_cpp.llama_backend_init()
-        mparams = llama_cpp.llama_model_default_params()
-        model = llama_cpp.llama_model_load_from_file(str(path).encode(), mparams)
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params(llama_cpp, config))
         if not model:
             raise ModelFileError(f"llama.cpp could not load {path}: a broken or unsupported GGUF; re-download it")
         trained = llama_cpp.llama_model_n_ctx_train(model)

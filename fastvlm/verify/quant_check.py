@@ -52,9 +52,9 @@ def teacher_forced_logits(gguf: Path, prompts: Sequence[str], threads: int | Non
                           token_ids: list[list[int]] | None = None) -> tuple[list[list[int]], list[np.ndarray]]:
     """(token ids per prompt, logits (T, V) per prompt) from llama.cpp on `gguf`. `token_ids` re-uses another
     file's tokenization so both compare the same positions."""
-    from llama_cpp import Llama
+    from ..engine.llamalib import import_llama  # a portable build's CPU backend loaded first
 
-    llm = Llama(model_path=str(gguf), n_ctx=512, n_threads=threads, logits_all=True, verbose=False)
+    llm = import_llama().Llama(model_path=str(gguf), n_ctx=512, n_threads=threads, logits_all=True, verbose=False)
     try:
         ids = token_ids or [llm.tokenize(p.encode(), add_bos=False, special=True) for p in prompts]
         out = []

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-import llama_cpp
 import numpy as np
 import onnxruntime as ort
 import pytest
 
+from fastvlm.engine.llamalib import import_llama
 from fastvlm.synth import models as synth
 from fastvlm.synth.tokenizer import build_vocab, encode
 
 ENGLISH = "The dog is sitting on the grass in front of the white house, looking at the camera."
 UNICODE = ["🐱 cat", "猫が好きです。", "naïve café ñandú", "🇯🇵👩‍👩‍👧 e\u0301", "tab\tnew\nline\r\n  spaces "]
+llama_cpp = import_llama()  # with its CPU backend loaded (a portable build loads none by itself)
 PROMPT = b"<|im_start|>user\nDescribe the image.<|im_end|>\n<|im_start|>assistant\n"
 
 

@@ -46,13 +46,14 @@ def run_ci(tmp_path: Path, present: list[str], managed: bool) -> list[str]:
     return calls.read_text().splitlines()
 
 
-BROWSERS_AND_VOICES = ["chromium", "chromedriver", "espeak-ng", "sox"]
+BROWSERS_AND_VOICES = ["chromium", "chromedriver", "espeak-ng", "sox", "qemu-x86_64"]
 
 
 def test_a_bare_image_gets_a_compiler_then_runs_the_readme_test_command(tmp_path):
     calls = run_ci(tmp_path, BROWSERS_AND_VOICES, managed=False)
     install = next(c for c in calls if c.startswith("apt-get install"))
     assert "build-essential" in install and "cmake" in install
+    assert "qemu-user" in install  # the portable-build test runs llama.cpp on an emulated Haswell
     assert calls[-2:] == ["pip install -r requirements-dev.txt", "python -m pytest"]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...engine.events import InputError, ModelFileError
 from . import checks, facts
+from .llama import llama_section
 from .report import Section, exit_code, render, to_json
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, resolve_paths, make_config) -> int:
     machine, info = facts.machine_section(args.threads)
-    sections, found = [machine], {"machine": info}
+    llama, verdict = llama_section()
+    sections, found = [machine, llama], {"machine": info}
     try:
         paths = resolve_paths(args)
     except ModelFileError as e:
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace, resolve_paths, make_config) -> int:
         found["files"] = {"vision": str(paths.vision), "llm": str(paths.llm), "sources": dict(paths.sources)}
         synthetic = g is not None and facts.is_synthetic(g.name)
         if exit_code(sections) == 0:
-            sections.append(_quantization(args, paths.llm, g, synthetic))
+            sections.append(_quantization(args, paths.llm, g, synthetic, verdict))
             if not args.facts_only:
                 sections += _model_checks(args, make_config(args, paths), synthetic)
     print(render(sections))
@@ -66,10 +68,12 @@ def _reference_llm(args, llm: Path, synthetic: bool) -> tuple[Path | None, str]:
     return beside, ""
 
 
-def _quantization(args, llm: Path, g, synthetic: bool) -> Section:
+def _quantization(args, llm: Path, g, synthetic: bool, verdict=None) -> Section:
     s = Section("Quantization")
     reference, why = _reference_llm(args, llm, synthetic)
-    if reference is None:
+    if verdict is not None and not verdict.extra_buffers:  # the check runs llama.cpp in this process, AMX on
+        s.add("skip", "quantization", f"skipped: {verdict.notice}")
+    elif reference is None:
         s.add("skip", "quantization", why)
     elif not reference.is_file():
         s.add("fail", "reference", f"{reference} not found", "pass the path of an existing BF16 GGUF")

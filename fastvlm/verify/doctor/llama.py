@@ -1,0 +1,37 @@
+"""The doctor's llama.cpp section: which CPU backend llama.cpp runs here and with what features, whether its AMX
+path works (the probe, `fastvlm.amx`), the CPU class and the GGUF type `--quant auto` picks for it."""
+
+from __future__ import annotations
+
+from ...amx.policy import QUANT_BY_CLASS, cpu_class
+from ...amx.probe import FIX, Verdict, amx_verdict
+from ...engine.events import ModelFileError
+from .report import Section
+
+NOT_PORTABLE = ("one CPU backend built in: a -march=native build runs only on CPUs with what the build machine had "
+                "(requirements.txt installs the portable build)")
+
+
+def llama_section() -> tuple[Section, Verdict | None]:
+    s = Section("llama.cpp on this CPU")
+    try:
+        from ...engine.llamalib import cpu_variant, features_in_use, import_llama
+
+        llama_cpp = import_llama()
+    except (ImportError, ModelFileError) as e:
+        s.add("fail", "llama.cpp", str(e), "pip install -r requirements.txt")
+        return s, None
+    variant = cpu_variant()
+    s.add("info", "CPU variant", f"{variant} (portable build: picked for this CPU at run time)" if variant != "built-in"
+          else NOT_PORTABLE)
+    s.add("info", "features used", ", ".join(features_in_use(llama_cpp)) or "none reported")
+    verdict = amx_verdict()
+    if verdict.status == "crashed":
+        s.add("warn", "AMX", verdict.notice, FIX)
+    elif verdict.status == "failed":
+        s.add("warn", "AMX", verdict.notice, "run the doctor again; if it stays, report the message above")
+    else:
+        s.add("ok" if verdict.status == "works" else "info", "AMX", verdict.summary)
+    klass = cpu_class(verdict)
+    s.add("info", "CPU class", f"{klass}: --quant auto writes {QUANT_BY_CLASS[klass].upper()}")
+    return s, verdict

@@ -1,0 +1,1 @@
+"""Tests of fastvlm.amx (the AMX probe and its decisions)."""

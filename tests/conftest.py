@@ -50,7 +50,8 @@ def _publish(out: Path, write) -> None:
 def _apple_fingerprint() -> str:
     """The code that writes the Apple-layout checkpoint: a change rebuilds the cached one."""
     h = hashlib.sha256(_synth_fingerprint().encode())
-    for name in ("synth/random_model.py", "convert/checkpoint.py", "convert/safetensors_np.py", "convert/vocab.py"):
+    for name in ("synth/random_model.py", "synth/apple_layout.py", "convert/manifests/apple-FastVLM-0.5B.json",
+                 "convert/checkpoint.py", "convert/safetensors_np.py", "convert/vocab.py"):
         h.update((ROOT / "fastvlm" / name).read_bytes())
     return h.hexdigest()[:12]
 
@@ -58,13 +59,13 @@ def _apple_fingerprint() -> str:
 @pytest.fixture(scope="session")
 def apple_checkpoint() -> Path:
     """A random-weight tiny FastVLM in Apple's exact llava_qwen2 layout (bf16 model.safetensors, Apple's config
-    fields, slow-tokenizer files only; `random_model.write_apple_checkpoint("tiny", seed 0)`), written once per
-    machine and reused. Needs torch + timm + transformers to build (skips without them)."""
+    fields, slow-tokenizer files only; `apple_layout.write_apple_checkpoint("tiny", seed 0)`, from the manifest of
+    Apple's own checkpoint), written once per machine and reused. Needs torch + timm + transformers to build."""
     out = model_cache() / f"apple-tiny-0-{_apple_fingerprint()}"
     if not (out / "model.safetensors").is_file():
         pytest.importorskip("torch")
         pytest.importorskip("timm")
-        from fastvlm.synth.random_model import write_apple_checkpoint
+        from fastvlm.synth.apple_layout import write_apple_checkpoint
 
         _publish(out, lambda tmp: write_apple_checkpoint(tmp, "tiny", 0))
     return out

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .arch import text_arch, vision_arch
-from .checkpoint import open_checkpoint
-from .text_gguf import resolve_quant, write_llm
+from .arch import TextArch, VisionArch, text_arch, vision_arch
+from .checkpoint import Checkpoint, open_checkpoint
+from .text_gguf import resolve_quant, text_tensors, write_llm
 from .vision_graph import write_vision_onnx
 from .vocab import read_chat_template, read_vocab
 
@@ -53,7 +53,7 @@ def convert_quants(checkpoint_dir: Path, out_dir: Path, quants: tuple[str, ...],
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     say("converting vision")
-    vision = write_vision_onnx(ckpt, out_dir / VISION_FILE, varch)
+    vision = vision_and_check(ckpt, out_dir, varch, tarch)
     t1 = time.perf_counter()
     template = read_chat_template(ckpt.path)
     llms = {}
@@ -64,3 +64,13 @@ def convert_quants(checkpoint_dir: Path, out_dir: Path, quants: tuple[str, ...],
     log.info("converted %s (%s): vision %.1fs, language model %s %.1fs", ckpt.path, ckpt.layout, t1 - t0,
              "/".join(resolved), time.perf_counter() - t1)
     return vision, llms
+
+
+def vision_and_check(ckpt: Checkpoint, out_dir: Path, varch: VisionArch, tarch: TextArch) -> Path:
+    """`out_dir/vision.onnx`, then the check that every tensor of the checkpoint has a place: read into the graph,
+    or one of the text tensors the GGUF takes as they are. Before minutes of writing the language model, a tensor
+    this converter does not know is a `CheckpointError` (as is a missing one, while the graph is built)."""
+    vision = write_vision_onnx(ckpt, Path(out_dir) / VISION_FILE, varch)
+    text_tensors(ckpt, tarch)
+    ckpt.check_all_used()
+    return vision

@@ -6,8 +6,12 @@ Two layouts are accepted:
   (older transformers' `language_model.model.*` names are renamed too);
 - Apple's original `llava_qwen2` (the `apple/FastVLM-*` repos): `model.vision_tower.vision_tower.model.*`
   (MobileCLIP's MCi), `model.mm_projector.{0,2}.*`, `model.layers.*`, ... renamed with the rules of
-  transformers' own FastVLM conversion script. Every renamed key must land on a key of the transformers
-  model and every such key must be found (strict), so a layout this does not know fails loudly.
+  transformers' own FastVLM conversion script (checked against Apple's names: `manifest`).
+
+Strict both ways, so a layout this does not know fails loudly: a tensor the converter asks for and the folder lacks
+is an error (`array`), two keys that rename to one name are an error (`index`), and a tensor the conversion never
+read is an error (`check_all_used`, before the language model is written) - only BatchNorm's step counter and
+MobileCLIP's unused image projection (`APPLE_DROPPED`) are left out by design.
 
 Tensors are read lazily (memory-mapped, numpy only: `safetensors_np`), one at a time, so a 7B text model is never in
 memory whole. The parity reference built from it (transformers, torch) is `fastvlm.verify.reference`.
@@ -19,7 +23,7 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +45,7 @@ _APPLE_RENAMES = (
     ("lkb_reparam", "reparam_conv"),
 )
 APPLE_DROPPED = ("model.vision_tower.vision_tower.model.head.proj",)  # MobileCLIP's image projection, unused
+UNUSED_SUFFIXES = (".num_batches_tracked",)  # BatchNorm's training step counter: no part in inference
 
 
 class CheckpointError(ValueError):
@@ -75,47 +80,13 @@ def apple_name(key: str) -> str | None:
     return key
 
 
-def _apple_network() -> dict[tuple[int, str], int]:
-    """(timm stage, part) -> MCi `network` index, inverted from `_APPLE_STAGE`: a stage's indices are its
-    downsampling (if any), its RepCPE (if three), then its blocks (always last)."""
-    out = {}
-    for stage in sorted(set(_APPLE_STAGE.values())):
-        idx = sorted(i for i, s in _APPLE_STAGE.items() if s == stage)
-        out[(stage, "blocks")] = idx[-1]
-        if len(idx) > 1:
-            out[(stage, "downsample")] = idx[0]
-        if len(idx) > 2:
-            out[(stage, "pos_emb")] = idx[1]
-    return out
-
-
-def apple_key(name: str) -> str:
-    """The inverse of `apple_name`: Apple's `llava_qwen2` key for a transformers name (writes test checkpoints
-    in Apple's layout)."""
-    if not name.startswith(VISION):
-        for old, new in (("model.language_model.", "model."), ("model.multi_modal_projector.linear_1", "model.mm_projector.0"),
-                         ("model.multi_modal_projector.linear_2", "model.mm_projector.2")):
-            name = name.replace(old, new)
-        return name
-    net = _apple_network()
-    key = name.replace(VISION + "timm_model.", "model.vision_tower.vision_tower.model.")
-    key = re.sub(r"stages\.(\d)\.blocks\.(\d+)", lambda m: f"network.{net[(int(m[1]), 'blocks')]}.{m[2]}", key)
-    key = key.replace("downsample.proj.0.reparam_conv", "downsample.proj.0.lkb_reparam")
-    key = re.sub(r"stages\.(\d)\.downsample\.", lambda m: f"network.{net[(int(m[1]), 'downsample')]}.", key)
-    key = re.sub(r"stages\.(\d)\.pos_emb\.", lambda m: f"network.{net[(int(m[1]), 'pos_emb')]}.", key)
-    for old, new in (("model.stem.", "model.patch_embed."), ("final_conv", "conv_exp"), ("se.fc1", "se.reduce"),
-                     ("se.fc2", "se.expand"), (".mlp.", ".convffn."), ("layer_scale_1.gamma", "layer_scale_1"),
-                     ("layer_scale_2.gamma", "layer_scale_2"), ("layer_scale.gamma", "layer_scale")):
-        key = key.replace(old, new)
-    return key
-
-
 @dataclass(frozen=True)
 class Checkpoint:
     path: Path
     raw: dict  # config.json as read
     layout: str  # "transformers" | "llava_qwen2"
     files: tuple[Path, ...]  # safetensors
+    used: set[str] = field(default_factory=set, compare=False, repr=False)  # names the conversion has taken
 
     @functools.cached_property
     def index(self) -> dict[str, TensorInfo]:
@@ -125,9 +96,28 @@ class Checkpoint:
         for f in self.files:
             for key, info in read_header(f).items():
                 name = rename(key)
-                if name is not None:
-                    out[name] = info
+                if name is None:
+                    continue
+                if name in out:
+                    raise CheckpointError(f"{self.path}: {out[name].key} and {key} are both read as {name}: a "
+                                          "layout this converter does not know")
+                out[name] = info
         return out
+
+    def use(self, names) -> None:
+        """Mark tensors as taken by the conversion (read, or written as they are)."""
+        self.used.update(names)
+
+    def unused(self) -> list[str]:
+        """Tensors the conversion has not taken (besides the ones left out by design), in file order."""
+        return [n for n in self.index if n not in self.used and not n.endswith(UNUSED_SUFFIXES)]
+
+    def check_all_used(self) -> None:
+        """A `CheckpointError` naming the tensors nothing converted: the output would silently lack them."""
+        left = self.unused()
+        if left:
+            raise CheckpointError(f"{self.path}: {len(left)} tensor(s) this converter does not know, e.g. "
+                                  f"{', '.join(left[:5])}: not a FastVLM layout it can convert faithfully")
 
     def tensors(self, prefix: str = "") -> Iterator[Tensor]:
         """The tensors under `prefix` (transformers names), in file order, not yet loaded."""
@@ -139,6 +129,7 @@ class Checkpoint:
         """One tensor (transformers name) as float32."""
         if name not in self.index:
             raise CheckpointError(f"{self.path}: the checkpoint has no tensor {name}")
+        self.used.add(name)
         return load_f32(self.index[name])
 
     def unused_token_row(self) -> int:

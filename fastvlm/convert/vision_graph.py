@@ -56,10 +56,10 @@ class GraphBuilder:
     def conv(self, x: str, name: str, c_in: int, stride: int = 1, weight=None, bias=None) -> str:
         """Conv2d with `name`.weight/.bias (or the given arrays); padding as timm's ((s-1) + (k-1)) // 2."""
         w = self.weights(name + ".weight") if weight is None else weight  # (C_out, C_in/groups, k, k)
-        b = bias if bias is not None else self.weights(name + ".bias", optional=True)
+        b = self.weights(name + ".bias") if bias is None else bias  # every conv here has one (FastViT, MCi alike)
         k = w.shape[-1]
         pad = ((stride - 1) + (k - 1)) // 2
-        inputs = [x, self.const(w, name=name + ".weight")] + ([self.const(b, name=name + ".bias")] if b is not None else [])
+        inputs = [x, self.const(w, name=name + ".weight"), self.const(b, name=name + ".bias")]
         return self.op("Conv", *inputs, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4,
                        group=c_in // w.shape[1])
 
@@ -72,10 +72,11 @@ class GraphBuilder:
         e = self.op("Erf", self.op("Div", x, self.const(np.sqrt(2))))
         return self.op("Mul", self.op("Mul", x, self.op("Add", e, self.const(1.0))), self.const(0.5))
 
-    def linear(self, x: str, name: str, scale=None) -> str:
-        """(x @ W^T + b) * scale for (..., C_in) -> (..., C_out); a per-channel `scale` is folded into W and b."""
+    def linear(self, x: str, name: str, scale=None, bias: bool = True) -> str:
+        """(x @ W^T + b) * scale for (..., C_in) -> (..., C_out); a per-channel `scale` is folded into W and b.
+        `bias=False`: a layer built without one (a bias in the checkpoint is then left unused: an error)."""
         w = self.weights(name + ".weight")  # (C_out, C_in)
-        b = self.weights(name + ".bias", optional=True)
+        b = self.weights(name + ".bias") if bias else None
         if scale is not None:
             w, b = w * scale[:, None], (b * scale if b is not None else None)
         y = self.op("MatMul", x, self.const(w.T, name=name + ".weight"))
@@ -96,11 +97,9 @@ class _Weights:
     def _full(self, name: str) -> str:
         return name if name.startswith(PROJECTOR) else TOWER + name
 
-    def __call__(self, name: str, optional: bool = False):
-        full = self._full(name)
-        if optional and full not in self.ckpt.index:
-            return None
-        return self.ckpt.array(full)
+    def __call__(self, name: str):
+        """The tensor; a `CheckpointError` naming it when the checkpoint lacks it."""
+        return self.ckpt.array(self._full(name))
 
     def has(self, name: str) -> bool:
         return self._full(name) in self.ckpt.index
@@ -147,7 +146,7 @@ def _attention(g: GraphBuilder, x: str, name: str, c: int, gamma) -> str:
     t = g.to_tokens(x, c)  # (1, N, C)
     t = g.op("LayerNormalization", t, g.const(g.weights(name + ".norm.weight")), g.const(g.weights(name + ".norm.bias")),
              axis=-1, epsilon=LAYER_NORM_EPS)
-    qkv = g.linear(t, name + ".token_mixer.qkv")  # (1, N, 3C)
+    qkv = g.linear(t, name + ".token_mixer.qkv", bias=False)  # (1, N, 3C); qkv_bias=False in FastViT and MCi
     qkv = g.op("Reshape", qkv, g.const([0, -1, 3, heads, ATTENTION_HEAD_DIM], np.int64))
     qkv = g.op("Transpose", qkv, perm=[2, 0, 3, 1, 4])  # (3, 1, h, N, 32)
     q, k, v = (g.op("Gather", qkv, g.const(i, np.int64), axis=0) for i in range(3))  # (1, h, N, 32)

@@ -11,12 +11,9 @@ tower's measured output so image embeddings look like token embeddings.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
 
 from ..convert._deps import require
 from .tokenizer import synth_vocab_with_image, write_tokenizer
@@ -37,7 +34,7 @@ class RandomShape:
     kv_heads: int = 2
     intermediate: int = 128
     vocab_size: int | None = None  # None: the synth tokenizer's tokens, padded to a multiple of 64
-    tied: bool = True  # lm_head shares the token embeddings (Qwen2-0.5B/1.5B do; 7B does not)
+    tied: bool = True  # lm_head shares the token embeddings (apple/FastVLM-0.5B does not: its manifest)
     text_std: float = 0.2  # std of text weights (at 0.1 a tiny model repeats one token whatever the image)
     max_positions: int = 4096
 
@@ -46,7 +43,7 @@ SHAPES = {
     "tiny": RandomShape(vision_args={"layers": (1, 1, 1, 1, 1), "embed_dims": (16, 32, 64, 64, 64)}),
     "full-vision": RandomShape(tied=False),
     "0.5b": RandomShape(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864, vocab_size=151936,
-                        text_std=0.02, max_positions=32768),
+                        tied=False, text_std=0.02, max_positions=32768),  # apple/FastVLM-0.5B's sizes, own lm_head
 }
 
 
@@ -178,88 +175,3 @@ def write_checkpoint(out_dir: Path, shape_name: str = "tiny", seed: int = 0) -> 
     """A random FastVLM of `shape_name`, saved as a transformers checkpoint."""
     model, vocab = build(shape_name, seed)
     return save(model, vocab, out_dir)
-
-
-def apple_config(model, vocab_rows: int) -> dict:
-    """config.json as Apple's `apple/FastVLM-*` repos write it (llava_qwen2, the Qwen2 sizes at the top level)."""
-    text, vision = model.config.text_config, model.config.vision_config
-    return {
-        "architectures": ["LlavaQwen2ForCausalLM"], "model_type": "llava_qwen2",
-        "auto_map": {"AutoConfig": "llava_qwen.LlavaConfig", "AutoModelForCausalLM": "llava_qwen.LlavaQwen2ForCausalLM"},
-        "hidden_size": text.hidden_size, "intermediate_size": text.intermediate_size,
-        "num_attention_heads": text.num_attention_heads, "num_key_value_heads": text.num_key_value_heads,
-        "num_hidden_layers": text.num_hidden_layers, "vocab_size": vocab_rows,
-        "max_position_embeddings": text.max_position_embeddings, "rms_norm_eps": text.rms_norm_eps,
-        "rope_theta": text.rope_parameters["rope_theta"], "hidden_act": "silu", "attention_dropout": 0.0,
-        "tie_word_embeddings": bool(model.config.tie_word_embeddings), "torch_dtype": "bfloat16", "use_cache": True,
-        "mm_hidden_size": vision.hidden_size, "mm_projector_type": "mlp2x_gelu", "mm_vision_tower": "mobileclip_l_1024",
-        "mm_vision_select_layer": -2, "mm_vision_select_feature": "patch", "mm_use_im_start_end": False,
-        "mm_use_im_patch_token": False, "mm_patch_merge_type": "flat", "image_aspect_ratio": "pad",
-        "image_grid_pinpoints": None, "tokenizer_model_max_length": 8192, "tokenizer_padding_side": "right",
-        "use_mm_proj": True, "bos_token_id": 151643, "eos_token_id": 151645,
-    }
-
-
-def write_slow_tokenizer(vocab, out_dir: Path) -> None:
-    """Qwen2's slow-tokenizer files (vocab.json, merges.txt, added_tokens.json, special_tokens_map.json,
-    tokenizer_config.json) and no tokenizer.json, as Apple ships them; `<image>` is not in the vocabulary."""
-    from fastvlm.convert.qwen2_gguf import CHAT_TEMPLATE, CONTROL, ENDOFTEXT, IM_END, IM_START, NORMAL
-
-    regular = {t: i for i, (t, k) in enumerate(zip(vocab.tokens, vocab.types)) if k == NORMAL}
-    specials = {t: i for i, (t, k) in enumerate(zip(vocab.tokens, vocab.types))
-                if k == CONTROL and t in (ENDOFTEXT, IM_START, IM_END)}
-    files = {
-        "vocab.json": regular,
-        "added_tokens.json": specials,
-        "special_tokens_map.json": {"eos_token": IM_END, "pad_token": ENDOFTEXT,
-                                    "additional_special_tokens": [IM_START, IM_END]},
-        "tokenizer_config.json": {
-            "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 8192, "eos_token": IM_END, "pad_token": ENDOFTEXT,
-            "bos_token": None, "errors": "replace", "split_special_tokens": False, "chat_template": CHAT_TEMPLATE,
-            "added_tokens_decoder": {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                                              "single_word": False, "special": True} for t, i in specials.items()},
-        },
-    }
-    for name, data in files.items():
-        (out_dir / name).write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
-    (out_dir / "merges.txt").write_text("#version: 0.2\n" + "\n".join(vocab.merges) + "\n", encoding="utf-8")
-
-
-def write_apple_checkpoint(out_dir: Path, shape: str = "tiny", seed: int = 0) -> Path:
-    """A random FastVLM of `shape` (see SHAPES) saved in Apple's exact `llava_qwen2` layout: Apple's key names
-    (MobileCLIP's unused `head.proj` included), bf16 `model.safetensors`, Apple's config fields, slow-tokenizer
-    files only. The weights are the bf16-rounded ones of `build(shape, seed)`; load the reference from the
-    written folder (`checkpoint.load_reference_model`) so both sides see the same numbers."""
-    from ..convert.checkpoint import APPLE_DROPPED, apple_key, apple_name
-    from ..convert.safetensors_np import f32_to_bf16, write
-
-    model, vocab = build(shape, seed)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = model.state_dict()
-    rows = state["model.language_model.embed_tokens.weight"].shape[0]
-    tensors = {}
-    for name, value in state.items():
-        if name == "lm_head.weight" and model.config.tie_word_embeddings:
-            continue  # tied: saved once, as the embeddings
-        key = apple_key(name)
-        if apple_name(key) != name:
-            raise AssertionError(f"Apple key {key} of {name} does not map back")
-        a = value.detach().numpy()
-        tensors[key] = ("I64", a) if a.dtype.kind == "i" else ("BF16", f32_to_bf16(a.astype("float32")))
-    final = model.config.vision_config.hidden_size
-    tensors[APPLE_DROPPED[0]] = ("BF16", f32_to_bf16(np.zeros((final, 32), np.float32)))  # CLIP projection, unused
-    write(out_dir / "model.safetensors", tensors, {"format": "pt"})
-    (out_dir / "config.json").write_text(json.dumps(apple_config(model, rows), indent=1), encoding="utf-8")
-    write_slow_tokenizer(_without_image(vocab), out_dir)
-    return out_dir
-
-
-def _without_image(vocab):
-    """The vocabulary without `<image>` (Apple's placeholder is a sentinel in its code, not a token)."""
-    from fastvlm.convert.qwen2_gguf import UNUSED
-
-    from ..convert.vocab import IMAGE_TOKEN
-
-    types = tuple(UNUSED if t == IMAGE_TOKEN else k for t, k in zip(vocab.tokens, vocab.types))
-    return type(vocab)(vocab.tokens, types, vocab.merges, vocab.endoftext, vocab.im_start, vocab.im_end)

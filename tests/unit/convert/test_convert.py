@@ -1,4 +1,4 @@
-"""Converter pieces that need no torch: tensor names, Apple's key layout, the tokenizer round trip."""
+"""Converter pieces that need no torch: tensor names, the tokenizer round trip (Apple's keys: test_apple_manifest)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("gguf")
 pytest.importorskip("tokenizers")
 
-from fastvlm.convert.checkpoint import CheckpointError, apple_name, transformers_name
+from fastvlm.convert.checkpoint import CheckpointError, transformers_name
 from fastvlm.convert.qwen2_gguf import CHAT_TEMPLATE, CONTROL, NORMAL, UNUSED
 from fastvlm.convert.text_gguf import gguf_name
 from fastvlm.convert.vocab import IMAGE_TOKEN, USER_DEFINED, read_chat_template, read_vocab
@@ -46,33 +46,6 @@ def test_a_tensor_qwen2_does_not_have_is_refused():
 ])
 def test_older_transformers_names_are_renamed(old, new):
     assert transformers_name(old) == new
-
-
-V = "model.vision_tower.vision_tower.model."
-T = "model.vision_tower.timm_model."
-
-
-@pytest.mark.parametrize("apple, hf", [
-    (V + "patch_embed.0.reparam_conv.weight", T + "stem.0.reparam_conv.weight"),
-    (V + "network.0.1.token_mixer.reparam_conv.weight", T + "stages.0.blocks.1.token_mixer.reparam_conv.weight"),
-    (V + "network.1.proj.0.lkb_reparam.weight", T + "stages.1.downsample.proj.0.reparam_conv.weight"),
-    (V + "network.2.5.convffn.fc1.weight", T + "stages.1.blocks.5.mlp.fc1.weight"),
-    (V + "network.2.5.layer_scale", T + "stages.1.blocks.5.layer_scale.gamma"),
-    (V + "network.7.reparam_conv.weight", T + "stages.3.pos_emb.reparam_conv.weight"),
-    (V + "network.8.0.layer_scale_1", T + "stages.4.blocks.0.layer_scale_1.gamma"),
-    (V + "network.10.1.token_mixer.qkv.weight", T + "stages.4.blocks.1.token_mixer.qkv.weight"),
-    (V + "conv_exp.se.reduce.weight", T + "final_conv.se.fc1.weight"),
-    (V + "conv_exp.se.expand.bias", T + "final_conv.se.fc2.bias"),
-    ("model.mm_projector.0.weight", "model.multi_modal_projector.linear_1.weight"),
-    ("model.mm_projector.2.bias", "model.multi_modal_projector.linear_2.bias"),
-    ("model.layers.4.self_attn.q_proj.bias", "model.language_model.layers.4.self_attn.q_proj.bias"),
-    ("model.embed_tokens.weight", "model.language_model.embed_tokens.weight"),
-    ("model.norm.weight", "model.language_model.norm.weight"),
-    ("lm_head.weight", "lm_head.weight"),
-    (V + "head.proj", None),
-])
-def test_apple_llava_qwen2_keys_map_onto_transformers_names(apple, hf):
-    assert apple_name(apple) == hf
 
 
 def test_tokenizer_json_round_trip(tmp_path):

@@ -1,4 +1,4 @@
-"""Torch-free converter pieces: the numpy safetensors reader (bf16), quant names, Apple's keys both ways, slow-tokenizer files."""
+"""Torch-free converter pieces: the numpy safetensors reader (bf16), quant names, slow-tokenizer files (Apple's keys: test_apple_manifest)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from fastvlm.convert import safetensors_np as st
-from fastvlm.convert.checkpoint import apple_key, apple_name
 from fastvlm.convert.text_gguf import resolve_quant
 
 
@@ -48,36 +47,6 @@ def test_quant_names(quant, native, want):
 def test_an_unknown_quant_lists_the_choices():
     with pytest.raises(ValueError, match="auto, bf16, q8_0, iq4_nl, q4_k_m, f16, f32"):
         resolve_quant("q2_k")
-
-
-@pytest.mark.parametrize("name", [
-    "model.vision_tower.timm_model.stem.0.reparam_conv.weight",
-    "model.vision_tower.timm_model.stages.0.blocks.1.token_mixer.reparam_conv.bias",
-    "model.vision_tower.timm_model.stages.1.downsample.proj.0.reparam_conv.weight",
-    "model.vision_tower.timm_model.stages.1.downsample.proj.1.reparam_conv.weight",
-    "model.vision_tower.timm_model.stages.2.blocks.3.mlp.conv.bn.running_var",
-    "model.vision_tower.timm_model.stages.2.blocks.0.layer_scale.gamma",
-    "model.vision_tower.timm_model.stages.3.pos_emb.reparam_conv.weight",
-    "model.vision_tower.timm_model.stages.4.blocks.1.token_mixer.proj.weight",
-    "model.vision_tower.timm_model.stages.4.blocks.1.layer_scale_2.gamma",
-    "model.vision_tower.timm_model.final_conv.se.fc2.bias",
-    "model.multi_modal_projector.linear_2.weight",
-    "model.language_model.layers.3.mlp.up_proj.weight",
-    "model.language_model.norm.weight",
-    "lm_head.weight",
-])
-def test_apple_key_is_the_inverse_of_apple_name(name):
-    assert apple_name(apple_key(name)) == name
-
-
-def test_apple_keys_are_apples():
-    v = "model.vision_tower.timm_model."
-    assert apple_key(v + "stages.3.pos_emb.reparam_conv.weight") == "model.vision_tower.vision_tower.model.network.6.reparam_conv.weight"
-    assert apple_key(v + "stages.4.blocks.0.mlp.fc1.weight") == "model.vision_tower.vision_tower.model.network.10.0.convffn.fc1.weight"
-    assert apple_key(v + "stages.1.downsample.proj.0.reparam_conv.weight") == \
-        "model.vision_tower.vision_tower.model.network.1.proj.0.lkb_reparam.weight"
-    assert apple_key("model.language_model.layers.0.mlp.gate_proj.weight") == "model.layers.0.mlp.gate_proj.weight"
-    assert apple_key("model.multi_modal_projector.linear_1.bias") == "model.mm_projector.0.bias"
 
 
 def test_slow_tokenizer_files_with_added_tokens_json_only(tmp_path):

@@ -91,10 +91,19 @@ def child_command(folder: Path) -> list[str]:
     return [sys.executable, "-m", "fastvlm.amx.child", str(folder)]
 
 
+def _child_env() -> dict[str, str]:
+    """This process's environment, with the folder holding `fastvlm` first on PYTHONPATH (the app may have been
+    started from another folder: `python /srv/fastvlm/app.py`)."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+
+
 def run_child(command: list[str], timeout_s: float = TIMEOUT_S) -> Verdict:
     """Run the probe child and read its fate: exit 0 + `ok` / killed by a signal / anything else."""
     try:
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout_s,
+                              env=_child_env())
     except subprocess.TimeoutExpired:
         return Verdict("failed", False, f"no answer in {timeout_s:.0f} s")
     except OSError as e:

@@ -43,3 +43,12 @@ def test_an_engine_loaded_with_extra_buffers_off_answers(tiny_config):
         assert engine.describe()["llama_notice"] == "AMX off (test)"
     finally:
         engine.close()
+
+
+def test_the_probe_child_runs_from_any_working_folder(tmp_path, monkeypatch):
+    """`python /srv/fastvlm/app.py` started elsewhere: the child still finds the fastvlm package."""
+    from fastvlm.amx.probe import run_child
+
+    monkeypatch.chdir(tmp_path)
+    verdict = run_child(child_command(tmp_path))
+    assert verdict.status == "works", verdict.detail

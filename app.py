@@ -75,7 +75,14 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
     v.add_argument("--tts-timeout", type=float, default=5.0, help="seconds edge-tts may take before eSpeak NG speaks")
     v.add_argument("--espeak-voice", default=env("FASTVLM_ESPEAK_VOICE", "en-us"),
                    help="eSpeak NG voice, the offline fallback [FASTVLM_ESPEAK_VOICE]")
-    v.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a spoken question")
+    v.add_argument("--end-of-turn", choices=("semantic", "silence"), default=env("FASTVLM_END_OF_TURN", "semantic"),
+                   help="semantic: at each 200 ms pause a judge hears whether the question is finished (2 s of "
+                        "silence at most); silence: a fixed --end-silence-ms ends it [FASTVLM_END_OF_TURN]")
+    v.add_argument("--turn-judge", choices=("transcript", "smart-turn"), default="transcript",
+                   help="semantic end of turn: transcript (Whisper's words) or smart-turn (Smart Turn v3 on the "
+                        "audio; needs `pip install --no-deps pipecat-ai==1.14.0`, docs/speech.md)")
+    v.add_argument("--end-silence-ms", type=int, default=700, help="--end-of-turn silence: the silence that ends "
+                                                                   "a spoken question")
     v.add_argument("--speech-pad-ms", type=int, default=400,
                    help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
 
@@ -86,7 +93,8 @@ def speech_config(args: argparse.Namespace):
     return SpeechConfig(whisper_model=args.whisper_model, language=args.whisper_language or None,
                         download=not args.no_download, threads=args.threads, tts_voice=args.tts_voice,
                         tts_timeout_s=args.tts_timeout, espeak_voice=args.espeak_voice,
-                        end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms)
+                        end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms,
+                        end_of_turn=args.end_of_turn, turn_judge=args.turn_judge)
 
 
 def load_speech(args: argparse.Namespace):

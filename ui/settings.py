@@ -25,7 +25,7 @@ class AppSettings:
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
     voice_chunk_s: float = 0.25  # how often the hands-free microphone sends what it heard
-    voice_early_stt_ms: int = 300  # transcribing starts at a pause this long (0: only at the full end silence)
+    voice_early_stt_ms: int = 300  # silence rule: transcribing starts at a pause this long (0: at the end silence)
     voice_echo_margin_s: float = 0.6  # the microphone stays deaf this long after the spoken answer should have ended
     voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
     voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted

@@ -101,14 +101,14 @@ def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
         session.frame = frame
 
 
-def hear(session: VoiceSession, audio, echo_margin_s: float, transcriber=None) -> tuple:
+def hear(session: VoiceSession, audio, echo_margin_s: float, settle_s: float = 0.0) -> tuple:
     """A microphone chunk: yields (speech starts, questions, status) updates. Never raises: an error would
     end the microphone's stream."""
     if audio is None:
         return gr.skip(), gr.skip(), gr.skip()
     before = session.phase
     try:
-        events = listen(session, audio[0], audio[1], echo_margin_s, transcriber=transcriber)
+        events = listen(session, audio[0], audio[1], echo_margin_s, settle_s=settle_s)
     except Exception as e:  # a broken chunk: drop it, keep listening
         log.warning("a microphone chunk was dropped: %s", e, exc_info=True)
         return gr.skip(), gr.skip(), gr.skip()
@@ -222,8 +222,8 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             yield {"voice": voice_html(f"No sound: {ev.reason}")}
 
 
-def microphone_on(models: SpeechModels, session: VoiceSession, early_ms: int = 0) -> str:
-    session.listen(models.detector(), models.detector(early_ms) if early_ms else None)
+def microphone_on(models: SpeechModels, session: VoiceSession, early_ms: int = 300) -> str:
+    session.listen(models.turn_taker(early_ms))
     session.phase = "listening"
     return status_html("listening")
 
@@ -246,7 +246,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
 
     def on_chunk(state, audio):
-        return hear(state, audio, settings.voice_echo_margin_s, speech.transcriber)
+        return hear(state, audio, settings.voice_echo_margin_s, settings.voice_chunk_s)
 
     def on_answer(state):
         for update in answer(engine, speech, state, settings):

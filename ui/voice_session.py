@@ -1,18 +1,18 @@
 """One person's spoken conversation with the camera, and the speech models everyone shares.
 
-`VoiceSession` (in `gr.State`) holds one person's detector, latest camera frame, the question waiting for an
-answer and what is being spoken; `listen()` feeds it microphone chunks, `record()` a push-to-talk recording.
-Answering a question is `voice_turn.py`; the layout is `tab_voice.py`. `SpeechModels` are loaded once.
+`VoiceSession` (in `gr.State`) holds one person's turn taker (VAD + end-of-turn rule), latest camera frame,
+the question waiting for an answer and what is being spoken; `listen()` feeds it microphone chunks, `record()`
+a push-to-talk recording. Answering a question is `voice_turn.py`; the layout is `tab_voice.py`. `SpeechModels`
+are loaded once.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,8 +25,10 @@ from fastvlm.speech import (
     SpeechStarted,
     SpeechUnavailable,
     Transcriber,
-    TurnDetector,
+    TranscriptJudge,
     TurnEvent,
+    TurnJudge,
+    TurnTaker,
     UtteranceEnded,
     VadModel,
     to_mono_16k,
@@ -61,19 +63,23 @@ class _NoVoice:
 
 @dataclass(frozen=True)
 class SpeechModels:
-    """What every voice session shares: Whisper, the speaker (edge-tts, eSpeak NG offline) and Silero VAD."""
+    """What every voice session shares: Whisper, the speaker (edge-tts, eSpeak NG offline), Silero VAD and the
+    end-of-turn judge (None: the transcript judge, which needs no model of its own)."""
 
     transcriber: Transcriber
     speaker: Speaker
     vad: VadModel
     config: SpeechConfig = field(default_factory=SpeechConfig)
     about: str = ""  # one line for the page: which models hear and speak
+    judge: TurnJudge | None = None
 
     @classmethod
     def load(cls, config: SpeechConfig) -> SpeechModels:
-        from fastvlm.speech import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, silero_vad
+        from fastvlm.speech import (EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, load_judge,
+                                    silero_vad)
 
         transcriber = WhisperTranscriber.load(config)
+        judge = load_judge(config.turn_judge) if config.end_of_turn == "semantic" else None
         try:
             offline: Speaker = EspeakSpeaker.load(config)
         except SpeechUnavailable as e:
@@ -82,11 +88,11 @@ class SpeechModels:
         speaker = FallbackSpeaker(EdgeSpeaker.from_config(config), offline)
         about = (f"Whisper {config.whisper_model} ({transcriber.source}) · voice {config.tts_voice} (edge-tts), "
                  f"offline {config.espeak_voice} (eSpeak NG)")
-        return cls(transcriber, speaker, silero_vad(), config, about)
+        return cls(transcriber, speaker, silero_vad(), config, about, judge)
 
-    def detector(self, end_silence_ms: int | None = None) -> TurnDetector:
-        config = self.config if end_silence_ms is None else replace(self.config, end_silence_ms=end_silence_ms)
-        return TurnDetector(self.vad, config)
+    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None) -> TurnTaker:
+        """A new person's turn taking: `rule` (default `config.end_of_turn`); `early_stt_ms` for the silence rule."""
+        return TurnTaker(self.vad, self.transcriber, self.config, self.judge or TranscriptJudge(), rule, early_stt_ms)
 
 
 # -- one person's state -----------------------------------------------------------------------------------------
@@ -104,7 +110,7 @@ class Utterance:
     audio: np.ndarray  # (n,) float32 mono 16 kHz
     frame: np.ndarray | None  # the camera frame taken when the person started speaking
     ended_at: float  # monotonic time the speech ended (hands-free: the detector's end, not its decision)
-    early: Future | None = None  # its transcript, begun at the first pause of the same length (see `listen`)
+    early: Future | None = None  # its transcript, begun at the pause that ended it (see `listen`)
 
 
 @dataclass
@@ -112,9 +118,7 @@ class VoiceSession:
     """Lives in `gr.State`: must deep-copy as created, so the detector (it holds the VAD model) comes later."""
 
     listening: bool = False
-    detector: TurnDetector | None = None
-    early_detector: TurnDetector | None = None  # the same, with a shorter end silence: transcribing starts there
-    early: tuple[float, float, Future] | None = None  # (start s, end s, transcript) of the last early end
+    taker: TurnTaker | None = None  # when a question starts and ends; transcribes it from its pauses on
     heard_s: float = 0.0  # microphone audio fed since listening started
     chunks: int = 0
     frame: np.ndarray | None = None  # the webcam's latest frame
@@ -131,9 +135,9 @@ class VoiceSession:
     times: TurnTimes = field(default_factory=TurnTimes)
     warned_silent: bool = False  # this turn already said why there is no sound
 
-    def listen(self, detector: TurnDetector, early_detector: TurnDetector | None = None) -> None:
-        self.listening, self.detector, self.early_detector = True, detector, early_detector
-        self.heard_s, self.chunks, self.early = 0.0, 0, None
+    def listen(self, taker: TurnTaker) -> None:
+        self.listening, self.taker = True, taker
+        self.heard_s, self.chunks = 0.0, 0
 
     def stop(self) -> None:
         self.listening = False
@@ -179,29 +183,23 @@ class VoiceSession:
 
 # -- listening ----------------------------------------------------------------------------------------------------
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
-           clock: Callable[[], float] = time.monotonic, transcriber: Transcriber | None = None) -> list[TurnEvent]:
+           clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0) -> list[TurnEvent]:
     """One microphone chunk -> the turn events it caused. Deaf while the app's own answer plays.
 
-    With an `early_detector` and a `transcriber`, the question is transcribed from its first short pause on
-    (the early detector's end), while the main detector still waits for the full end silence; if that same
-    pause turns out to end the question, the answer uses the transcript begun then."""
-    d = session.detector
-    if not session.listening or d is None or np.size(chunk) == 0:
+    The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
+    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost)."""
+    taker = session.taker
+    if not session.listening or taker is None or np.size(chunk) == 0:
         return []
     now = clock()
     audio = to_mono_16k(sample_rate, chunk)
-    detectors = [x for x in (d, session.early_detector) if x is not None]
+    d = taker.detector
     deaf = now < session.playing_until + echo_margin_s
-    for x in detectors:
-        if deaf and not x.muted:
-            x.mute()  # drops any half-heard utterance: it was the app's own voice
-        elif not deaf and x.muted:
-            x.unmute()
-    events = d.feed(RATE, audio)
-    if session.early_detector is not None and transcriber is not None:
-        for early in session.early_detector.feed(RATE, audio):
-            if isinstance(early, UtteranceEnded):
-                session.early = (early.start_s, early.end_s, transcribe_soon(transcriber, early.audio))
+    if deaf and not d.muted:
+        d.mute()  # drops any half-heard utterance: it was the app's own voice
+    elif not deaf and d.muted:
+        d.unmute()
+    events = taker.feed(RATE, audio) + taker.settle(settle_s)
     session.chunks += 1
     session.heard_s += audio.size / RATE
     for event in events:
@@ -209,24 +207,9 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
             session.question_frame, session.starts = session.frame, session.starts + 1
             session.interrupt()  # barge-in: the person talks over the answer
         elif isinstance(event, UtteranceEnded):
-            ended = now - (session.heard_s - event.end_s)  # the detector waited end_silence_ms to be sure
-            e = session.early
-            session.ask(event.audio, ended, e[2] if e and e[:2] == (event.start_s, event.end_s) else None)
+            ended = now - (session.heard_s - event.end_s)  # the end was known only after some silence
+            session.ask(event.audio, ended, getattr(event, "transcript", None))
     return events
-
-
-def transcribe_soon(transcriber: Transcriber, audio: np.ndarray) -> Future:
-    """Transcribe in a thread of its own; the Future holds the Transcript (or the error)."""
-    future: Future = Future()
-
-    def work() -> None:
-        try:
-            future.set_result(transcriber.transcribe(audio))
-        except Exception as e:  # noqa: BLE001 - handed to whoever waits for it
-            future.set_exception(e)
-
-    threading.Thread(target=work, name="voice-stt-early", daemon=True).start()
-    return future
 
 
 def record(session: VoiceSession, sample_rate: int, samples: np.ndarray, clock=time.monotonic) -> None:

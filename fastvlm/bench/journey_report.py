@@ -14,13 +14,16 @@ from .stats import summarize
 
 log = logging.getLogger(__name__)
 
-# Targets on a 2-vCPU AVX-512 machine, real-shape models, default settings (issue #13). Seconds.
+# Targets on a 2-vCPU AVX-512 machine, real-shape models, default settings (issue #13; voice: issue #22). Seconds.
+VOICE_RATIO = 0.65  # the semantic end of turn's first sound, at most this share of the fixed silence rule's
 TARGETS = {
     "upload_ask": {"median_s": 0.2},
     "upload_ask_early": {},
     "snapshot": {"median_s": 0.2},
     "live": {"skipped_share": 0.10, "lag_s": 4.0},
-    "voice": {"median_s": {512: 1.5, 1024: 2.0}},
+    "voice": {"median_s": {512: 0.8, 1024: 1.0}},
+    "voice_silence": {},
+    "turn_pauses": {"cut": 1},
     "stop": {"median_s": 0.3},
     "cold": {"median_s": {512: 0.6, 1024: 2.0}},
 }
@@ -61,9 +64,15 @@ def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice:
     out["stop"] = stop_summary(stops)
     if voice:
         with tempfile.TemporaryDirectory(prefix="fastvlm-journey-tts-") as audio_dir:
-            rows = j.voice(engine, frames, size, settings, threads, Path(audio_dir))
-        out["voice"] = {**timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
-                        "runs": rows}
+            spoken = j.voice(engine, frames, size, settings, threads, Path(audio_dir))
+        for key, rule in (("voice", "semantic"), ("voice_silence", "silence")):
+            rows = spoken["rows"][rule]
+            out[key] = {**timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
+                        "end_of_turn": rule, "runs": rows}
+        out["voice"]["over_silence"] = out["voice"]["median_s"] / out["voice_silence"]["median_s"]
+        pauses = spoken["pauses"]
+        out["turn_pauses"] = {"cut": pauses["semantic"]["cut"], "of": pauses["semantic"]["of"],
+                              "cut_silence": pauses["silence"]["cut"], "by_rule": pauses}
     return out
 
 
@@ -96,9 +105,15 @@ def print_journeys(report: dict) -> None:
         extra = ""
         if key == "live":
             extra = f" · answered {r['answered']}/{r['offered']}, skipped {r['skipped']}, lag {r['lag_s'] or 0:.2f} s"
-        elif key == "voice":
-            extra = f" · WER {r['wer']:.2f}"
+        elif key.startswith("voice"):
+            extra = f" · WER {r['wer']:.2f} · end of turn: {r.get('end_of_turn', 'as the app')}"
+            if "over_silence" in r:
+                extra += f" · {r['over_silence']:.2f}x the silence rule (target <= {VOICE_RATIO})"
         verdict = {True: " · meets target", False: " · MISSES target"}.get(met.get(key), "")
+        if key == "turn_pauses":
+            print(f"{key:>17}: cut at a 0.5 s pause mid-sentence: semantic {r['cut']}/{r['of']}, fixed silence "
+                  f"{r['cut_silence']}/{r['of']}{verdict}")
+            continue
         print(f"{key:>17}: median {r['median_s']:.3f} s · p90 {r['p90_s']:.3f} s{extra}{verdict}")
     if "raw" in report:
         raw = report["raw"]
@@ -117,7 +132,8 @@ def _target(key: str, resolution: int) -> float | None:
 
 def draw_journeys(report: dict, path: Path) -> Path:
     """Horizontal bars: median (solid) and p90 (outline) of each journey, the target as a red tick."""
-    rows = [(k, r) for k, r in report["journeys"].items() if r.get("median_s") == r.get("median_s")]  # not NaN
+    rows = [(k, r) for k, r in report["journeys"].items()
+            if "median_s" in r and r["median_s"] == r["median_s"]]  # timed, and not NaN
     img = Image.new("RGB", (W, 60 + ROW * len(rows) + 20), "white")
     d = ImageDraw.Draw(img)
     m = report["machine"]

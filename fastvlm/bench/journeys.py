@@ -9,7 +9,9 @@ Each journey calls the engine as the UI does: `prepare(image, size)` in a thread
   live              `live_s` (60 s) at a `cadence_s` (4 s) tick on a camera that sends a frame every 0.5 s:
                     TTFT per answered tick, answered/skipped, lag = answer complete - frame captured
   voice             spoken questions through the real VAD -> Whisper -> engine -> TTS chain (bench-voice's
-                    turn, frame prepared during speech): end of speech -> first sentence's audio ready; WER
+                    turn, frame prepared during speech): end of speech -> first sentence's audio ready; WER.
+                    The semantic end of turn (the app's default); voice_silence: the same questions, fixed 0.7 s
+  turn_pauses       questions with a 0.5 s pause mid-sentence: how many each end-of-turn rule cut there
   stop              Stop (token.cancel()) -> `not engine.busy`, half-way through the encode and the prefill
   cold              a new image asked at once, no prepare (cold TTFT, for the targets)
 """
@@ -20,7 +22,7 @@ import argparse
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,12 +48,13 @@ class JourneySettings:
     cadence_s: float = 4.0  # live tick (the tab's default)
     max_tokens: int = 32  # answer length for upload/snapshot/cold/stop
     live_max_tokens: int = 48  # ui/settings.py live_max_new_tokens
-    voice_runs: int = 5  # spoken questions (bench-voice's QUESTIONS, in turn)
+    voice_runs: int = 5  # spoken questions (bench-voice's QUESTIONS, in turn), each under both end-of-turn rules
+    pause_questions: int = 20  # questions with a 0.5 s pause mid-sentence: how many each rule cuts there
 
     @classmethod
     def quick(cls) -> "JourneySettings":
         return cls(repeats=2, typing_s=0.3, early_s=0.05, snapshot_s=0.2, live_s=3.0, cadence_s=0.5, max_tokens=8,
-                   live_max_tokens=8, voice_runs=1)
+                   live_max_tokens=8, voice_runs=1, pause_questions=2)
 
 
 class Frames:
@@ -163,10 +166,15 @@ def stop(engine, frames: Frames, size: int, at: str, stages: dict, max_tokens: i
     return {"aimed_at": at, "stopped_in": stopped_in, "to_idle_s": to_idle, "idle": not engine.busy}
 
 
-def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads: int, audio_dir) -> list[dict]:
+def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads: int, audio_dir) -> dict:
     """bench-voice's turn (VAD -> Whisper -> engine -> TTS, frame prepared during speech), offline eSpeak NG
-    voice; each row adds the transcript's word error rate against the spoken question."""
-    from ..speech import SpeechConfig, TurnDetector, word_error_rate
+    voice, under each end-of-turn rule in turn for every question (the same load for both); each row adds the
+    transcript's word error rate. Then the paused questions: how many each rule took for over at their pause.
+    -> {"rows": {rule: rows}, "pauses": turns.cut_off(...)}"""
+    from ..speech import SpeechConfig, word_error_rate
+    from ..speech.espeak import find_backend
+    from ..speech.turn import RULES
+    from . import turns
     from . import voice as vb
 
     p = argparse.ArgumentParser()
@@ -175,11 +183,13 @@ def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads:
     config = SpeechConfig(whisper_model=args.whisper_model, threads=threads, end_silence_ms=args.end_silence_ms,
                           speech_pad_ms=args.speech_pad_ms, download=False, audio_dir=audio_dir)
     transcriber, speaker, vad, questions = vb._speech(config, args.tts, args.question_wpm)
-    rows = []
+    take = vb.turn_takers(vad, transcriber, config, args.early_stt_ms)
+    rows: dict[str, list[dict]] = {rule: [] for rule in RULES}
     for i in range(settings.voice_runs):
         audio, end_s, text, _ = questions[i % len(questions)]
-        early = TurnDetector(vad, replace(config, end_silence_ms=args.early_stt_ms)) if args.early_stt_ms else None
-        row = vb._one_turn(engine, transcriber, speaker, (TurnDetector(vad, config), early), audio, end_s, frames(),
-                           size, args)
-        rows.append({**row, "question": text, "wer": word_error_rate(text, row["transcript"])})
-    return rows
+        for rule in RULES:
+            row = vb._one_turn(engine, transcriber, speaker, take(rule), audio, end_s, frames(), size, args)
+            rows[rule].append({**row, "question": text, "wer": word_error_rate(text, row["transcript"])})
+    backend = find_backend()
+    paused = [turns.speak(backend, pair, args.question_wpm) for pair in turns.PAUSED[: settings.pause_questions]]
+    return {"rows": rows, "pauses": turns.cut_off(take, RULES, paused, args.chunk_s)}

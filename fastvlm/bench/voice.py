@@ -1,15 +1,16 @@
 """`python -m fastvlm bench-voice`: from the end of a spoken question to the first audible answer, stage by stage.
 
-Each run does what the Voice + camera tab does. A question spoken by eSpeak NG (2-3 s) and 1.5 s of silence go
-to a `TurnDetector` in real time, one `--chunk-s` chunk per `--chunk-s` seconds as a streaming microphone sends
-them. On `SpeechStarted` a fresh camera frame is prepared (encoded + prefilled) in a thread while the question
-goes on; on `UtteranceEnded` Whisper transcribes it, the answer streams, and its first sentence is spoken in a
-thread while decoding goes on. Stages (medians over the kept runs):
+Each run does what the Voice + camera tab does. A question spoken by eSpeak NG (2-3 s) and 2.5 s of silence go
+to a `TurnTaker` (`--end-of-turn`, fastvlm/speech/turn.py) in real time, one `--chunk-s` chunk per `--chunk-s`
+seconds as a streaming microphone sends them. On `SpeechStarted` a fresh camera frame is prepared (encoded +
+prefilled) in a thread while the question goes on; when the turn ends, its transcript (begun at the pause that
+ended it) is taken, the answer streams, and its first sentence is spoken in a thread while decoding goes on.
+Stages (medians over the kept runs):
 
-  VAD tail   true end of speech -> UtteranceEnded (mostly `--end-silence-ms`, plus up to one chunk)
-  STT        waiting for Whisper after UtteranceEnded. As in the tab, transcribing starts at the first pause of
-             `--early-stt-ms` (a second detector with that end silence); when that pause ends the question, only
-             the rest of that transcription is waited for (`stt_compute_s` is its full length)
+  VAD tail   true end of speech -> the turn known to be over. silence: `--end-silence-ms` plus up to a chunk;
+             semantic: a 200 ms pause, Whisper on the speech so far and the judge's verdict, up to a chunk
+  STT        waiting for Whisper after that. Transcribing starts at the pause that ends the question (silence
+             rule: its first `--early-stt-ms` pause), so only the rest is waited for (`stt_compute_s`: its length)
   TTFT       the engine's time to first token (the image work was done during speech)
   sentence   first token -> first sentence complete (random weights never end a sentence: capped at
              `--sentence-tokens`, about "You are holding a red mug.")
@@ -25,7 +26,6 @@ import os
 import statistics
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--sentence-tokens", type=int, default=8, help="first sentence length cap in tokens")
     p.add_argument("--chunk-s", type=float, default=0.25, help="microphone chunk length (the tab streams 0.25 s)")
-    p.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a question")
+    p.add_argument("--end-of-turn", choices=("semantic", "silence"), default="semantic",
+                   help="semantic: a judge at 200 ms pauses (as the app); silence: --end-silence-ms")
+    p.add_argument("--turn-judge", choices=("transcript", "smart-turn"), default="transcript")
+    p.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a question (silence rule)")
     p.add_argument("--speech-pad-ms", type=int, default=400, help="audio kept around the speech (as app.py)")
     p.add_argument("--early-stt-ms", type=int, default=300, help="start transcribing at a pause this long (0: off)")
     p.add_argument("--whisper-model", default="tiny.en")
@@ -63,13 +66,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, engine_factory) -> int:
-    from dataclasses import replace
-
-    from ..speech import SpeechConfig, TurnDetector
+    from ..speech import SpeechConfig
 
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads, end_silence_ms=args.end_silence_ms,
-                          speech_pad_ms=args.speech_pad_ms)
+                          speech_pad_ms=args.speech_pad_ms, end_of_turn=args.end_of_turn, turn_judge=args.turn_judge)
     transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm)
+    take_turns = turn_takers(vad, transcriber, config, args.early_stt_ms)
     engine = engine_factory(args)
     images = sample_images()
     report = {"machine": machine_info(args.threads), "model": engine.describe(), "target_s": TARGET_S,
@@ -81,8 +83,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
             for i in range(args.warmup_runs + args.num_runs):
                 audio, end_s, text, _ = questions[i % len(questions)]
                 frame = np.array(fresh(images[i % len(images)], i + 100 * size))  # never cached
-                early = TurnDetector(vad, replace(config, end_silence_ms=args.early_stt_ms)) if args.early_stt_ms else None
-                row = _one_turn(engine, transcriber, speaker, (TurnDetector(vad, config), early), audio, end_s, frame,
+                row = _one_turn(engine, transcriber, speaker, take_turns(args.end_of_turn), audio, end_s, frame,
                                 size, args)
                 row["question"] = text
                 if i >= args.warmup_runs:
@@ -107,7 +108,7 @@ def _speech(config, tts: str, wpm: int):
     transcriber = WhisperTranscriber.load(config)
     speaker = FallbackSpeaker.load(config) if tts == "fallback" else EspeakSpeaker.load(config)
     backend = find_backend()
-    lead, tail = np.zeros(8_000, np.float32), np.zeros(24_000, np.float32)  # 0.5 s before, 1.5 s after
+    lead, tail = np.zeros(8_000, np.float32), np.zeros(40_000, np.float32)  # 0.5 s before, 2.5 s after
     questions = []
     for text in QUESTIONS:
         spoken = to_mono_16k(backend.sample_rate, backend.synthesize(text, config.espeak_voice, wpm))
@@ -117,62 +118,41 @@ def _speech(config, tts: str, wpm: int):
     return transcriber, speaker, silero_vad(), questions
 
 
-def _one_turn(engine, transcriber, speaker, detectors, audio, end_s, frame, size, args) -> dict:
-    """Play `audio` into the detectors in real time, then answer the utterance as the tab does; the stage times."""
-    from ..speech import SpeechStarted, UtteranceEnded
+def turn_takers(vad, transcriber, config, early_stt_ms: int):
+    """rule -> a new `TurnTaker` for one question (the judge, a model for smart-turn, is loaded once)."""
+    from ..speech import TurnTaker, load_judge
 
-    detector, early_detector = detectors
-    step = int(args.chunk_s * 16_000)
+    judge = load_judge(config.turn_judge)
+    return lambda rule: TurnTaker(vad, transcriber, config, judge, rule, early_stt_ms)
+
+
+def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, args) -> dict:
+    """Play `audio` into the turn taker in real time, then answer the question as the tab does; the stage times."""
+    from .turns import hear_turn
+
     prepared: dict = {}
-    utterance = early = None
+
+    def start() -> None:  # speech started: prepare the frame while the person talks
+        threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
+
     t0 = time.perf_counter()
-    for k in range(0, audio.size, step):
-        time.sleep(max(0.0, t0 + (k + step) / 16_000 - time.perf_counter()))  # the microphone sends it now
-        chunk = audio[k : k + step]
-        for event in early_detector.feed(16_000, chunk) if early_detector else ():
-            if isinstance(event, UtteranceEnded):
-                early = (event.start_s, event.end_s, _transcribe_soon(transcriber, event.audio))
-        for event in detector.feed(16_000, chunk):
-            if isinstance(event, SpeechStarted):
-                threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
-            elif isinstance(event, UtteranceEnded):
-                utterance = event
-        if utterance is not None:
-            break
-    t_end = time.perf_counter()
-    if utterance is None:
-        raise RuntimeError("the turn detector never heard the end of the question")
+    ended, at = hear_turn(taker, audio, args.chunk_s, on_start=start)
+    t_end = t0 + at
+    if ended is None:
+        raise RuntimeError("the turn taker never heard the end of the question")
     spoken_end = t0 + end_s
-    if early and early[:2] == (utterance.start_s, utterance.end_s):
-        transcript, compute = early[2].result()
+    if ended.transcript is not None:
+        transcript = ended.transcript.result()
     else:
-        transcript, compute = _timed_transcribe(transcriber, utterance.audio)
-    row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": time.perf_counter() - t_end, "stt_compute_s": compute,
-           "early_stt_used": early is not None and early[:2] == (utterance.start_s, utterance.end_s),
+        transcript = transcriber.transcribe(ended.audio)
+    row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": time.perf_counter() - t_end,
+           "stt_compute_s": transcript.elapsed_s, "early_stt_used": ended.transcript is not None,
+           "ended_by": ended.by, "verdict": ended.verdict.reason if ended.verdict else None,
            "transcript": transcript.text}
     row.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, spoken_end))
     row["prepared_before_end"] = prepared.get("done_at", float("inf")) <= t_end
     row["prepare_s"] = prepared.get("elapsed_s")
     return row
-
-
-def _timed_transcribe(transcriber, audio):
-    t = time.perf_counter()
-    return transcriber.transcribe(audio), time.perf_counter() - t
-
-
-def _transcribe_soon(transcriber, audio) -> Future:
-    """(transcript, seconds) in a thread of its own, as the tab transcribes at the first pause."""
-    future: Future = Future()
-
-    def work() -> None:
-        try:
-            future.set_result(_timed_transcribe(transcriber, audio))
-        except Exception as e:  # noqa: BLE001 - raised again by future.result() in the run
-            future.set_exception(e)
-
-    threading.Thread(target=work, daemon=True).start()
-    return future
 
 
 def _prepare(engine, frame, size, out: dict) -> None:

@@ -22,8 +22,13 @@ class SpeechConfig:
     beam_size: int = 5  # 1 = greedy; 5 hears robotic/unclear speech better at about the same cost on short questions
     max_audio_s: float = 30.0  # longer audio is cut to this (Whisper's window); the Transcript says so
 
-    # --- turn taking (Silero VAD from faster-whisper) ---
-    end_silence_ms: int = 700  # silence after speech that ends an utterance
+    # --- turn taking (Silero VAD from faster-whisper; fastvlm/speech/turn.py) ---
+    end_of_turn: str = "semantic"  # semantic: a judge decides at short pauses; silence: end_silence_ms, fixed
+    turn_judge: str = "transcript"  # semantic: transcript (Whisper's words) | smart-turn (Smart Turn v3 audio)
+    turn_pause_ms: int = 200  # semantic: a pause this long has the question judged
+    turn_min_silence_ms: int = 200  # semantic: a finished question ends once its silence is this long
+    turn_max_silence_ms: int = 2000  # semantic: an unfinished one ends anyway after this much silence
+    end_silence_ms: int = 700  # silence: the silence after speech that ends an utterance
     min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
     speech_pad_ms: int = 300  # audio kept before the speech start and after its end
     vad_threshold: float = 0.5  # Silero speech probability that counts as speech
@@ -46,6 +51,10 @@ class SpeechConfig:
             raise ValueError("max_audio_s must be positive")
         if self.end_silence_ms < 32 or self.min_speech_ms < 0 or self.speech_pad_ms < 0:
             raise ValueError("end_silence_ms must be >= 32 (one VAD window); min_speech_ms and speech_pad_ms >= 0")
+        if self.end_of_turn not in ("semantic", "silence") or self.turn_judge not in ("transcript", "smart-turn"):
+            raise ValueError("end_of_turn must be 'semantic' or 'silence'; turn_judge 'transcript' or 'smart-turn'")
+        if not 32 <= self.turn_pause_ms <= self.turn_min_silence_ms < self.turn_max_silence_ms:
+            raise ValueError("need 32 <= turn_pause_ms <= turn_min_silence_ms < turn_max_silence_ms")
         if not 0 < self.vad_threshold < 1:
             raise ValueError("vad_threshold must be in (0, 1)")
         if self.tts_timeout_s <= 0:

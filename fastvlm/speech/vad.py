@@ -1,9 +1,12 @@
 """End of a spoken question in a streamed microphone, with the Silero VAD that faster-whisper ships.
 
 `TurnDetector.feed(sample_rate, chunk)` returns the events that chunk caused:
-`SpeechStarted` (grab the camera frame, start preparing the image) and, after `end_silence_ms`
-of silence, `UtteranceEnded` with the question's audio. Each browser session keeps its own detector;
-the Silero model is shared (its recurrent state lives in the detector, so nothing leaks between sessions).
+`SpeechStarted` (grab the camera frame, start preparing the image), with `pause_ms` set `Paused` at each
+pause of that length inside the speech (the utterance so far: judge or transcribe it while the person may go
+on), and after `end_silence_ms` of silence `UtteranceEnded` with the question's audio; `end_now()` ends the
+utterance early, in a pause, when something else decided the question is over (`fastvlm.speech.turn`).
+Each browser session keeps its own detector; the Silero model is shared (its recurrent state lives in the
+detector, so nothing leaks between sessions).
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ class UtteranceEnded:
     truncated: bool = False  # still speaking when the audio reached `max_audio_s`: cut there
 
 
-TurnEvent = Union[SpeechStarted, UtteranceEnded]
+@dataclass(frozen=True, eq=False)
+class Paused:
+    """`pause_ms` of silence inside an utterance that goes on (it may still end here)."""
+
+    audio: np.ndarray  # (n,) float32 mono 16 kHz: the speech so far, with the padding heard so far
+    start_s: float  # speech start, seconds since reset()
+    end_s: float  # where this pause began
+
+
+TurnEvent = Union[SpeechStarted, Paused, UtteranceEnded]
 
 
 class VadModel(Protocol):
@@ -87,6 +99,7 @@ class _Utterance:
     start: int  # first speech window, in 16 kHz samples since reset
     silence_from: int | None = None  # first window of the current run of silence
     started: bool = False  # SpeechStarted was sent
+    paused: bool = False  # Paused was sent for the current run of silence
 
 
 @dataclass
@@ -103,12 +116,19 @@ class _Stream:
 class TurnDetector:
     """Finds where a spoken question starts and ends in successive microphone chunks."""
 
-    def __init__(self, vad: VadModel, config: SpeechConfig | None = None) -> None:
+    def __init__(self, vad: VadModel, config: SpeechConfig | None = None, *, end_silence_ms: int | None = None,
+                 pause_ms: int = 0) -> None:
+        """`end_silence_ms` (default `config.end_silence_ms`) ends an utterance; `pause_ms` (0: never) of silence
+        inside one sends `Paused` once per run of silence."""
         self.vad = vad
         self.config = config or SpeechConfig()
         ms = RATE // 1000
+        end_silence_ms = self.config.end_silence_ms if end_silence_ms is None else end_silence_ms
+        if pause_ms and not 32 <= pause_ms < end_silence_ms:
+            raise ValueError(f"pause_ms must be 0 (off) or in 32..{end_silence_ms - 1} (below the end silence)")
         self._min_speech = self.config.min_speech_ms * ms
-        self._end_silence = self.config.end_silence_ms * ms
+        self._end_silence = end_silence_ms * ms
+        self._pause = pause_ms * ms
         self._pad = self.config.speech_pad_ms * ms
         self._max = int(self.config.max_audio_s * RATE)
         self._threshold = self.config.vad_threshold
@@ -181,7 +201,7 @@ class TurnDetector:
             else:
                 return None
         if p >= self._threshold:
-            u.silence_from = None
+            u.silence_from, u.paused = None, False
         elif p < self._neg_threshold and u.silence_from is None:
             u.silence_from = at
         end = at + WINDOW
@@ -194,18 +214,42 @@ class TurnDetector:
             return None
         if u.silence_from is not None and end - u.silence_from >= self._end_silence:
             return self._finish(u.silence_from, truncated=False)
+        if self._pause and u.silence_from is not None and not u.paused and end - u.silence_from >= self._pause:
+            u.paused = True
+            lo, hi = self._bounds(u.start, u.silence_from)
+            return Paused(np.concatenate(self._s.audio)[lo:hi].copy(), u.start / RATE, u.silence_from / RATE)
         if end - u.start >= self._max - self._pad:  # the audio with its lead-in stays within max_audio_s
             return self._finish(end, truncated=True)
         return None
 
+    def silence_s(self, since_s: float) -> float | None:
+        """Seconds of silence heard so far in the pause that began at `since_s`; None when the speech went on
+        (or the utterance ended) since then."""
+        u = self._s.utterance
+        if u is None or u.silence_from is None or u.silence_from != round(since_s * RATE):
+            return None
+        return (self._fed - self._s.pending.size - u.silence_from) / RATE
+
+    def end_now(self, since_s: float) -> UtteranceEnded | None:
+        """End the utterance in the pause that began at `since_s`, as if the end silence had passed; None when
+        the speech went on since then."""
+        if self.silence_s(since_s) is None:
+            return None
+        return self._finish(round(since_s * RATE), truncated=False)
+
+    def _bounds(self, start: int, speech_end: int) -> tuple[int, int]:
+        """The slice of the kept audio from `start` to `speech_end`, with `speech_pad_ms` either side if heard."""
+        s = self._s
+        kept = sum(a.size for a in s.audio)
+        lo = max(start - self._pad, s.audio_from) - s.audio_from
+        return lo, min(speech_end + self._pad, s.audio_from + kept) - s.audio_from
+
     def _finish(self, speech_end: int, truncated: bool) -> UtteranceEnded:
         u, s = self._s.utterance, self._s
         assert u is not None
-        audio = np.concatenate(s.audio)
-        lo = max(u.start - self._pad, s.audio_from) - s.audio_from
-        hi = min(speech_end + self._pad, s.audio_from + audio.size) - s.audio_from
+        lo, hi = self._bounds(u.start, speech_end)
         s.utterance = None
-        return UtteranceEnded(audio[lo:hi].copy(), u.start / RATE, speech_end / RATE, truncated)
+        return UtteranceEnded(np.concatenate(s.audio)[lo:hi].copy(), u.start / RATE, speech_end / RATE, truncated)
 
     def _trim(self) -> None:
         """Keep only the audio an utterance may still need: the pre-roll, or all of the current one."""

@@ -13,7 +13,7 @@ import pytest
 from fastvlm.bench.journey_report import verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "stop", "cold"}
+KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "voice_silence", "turn_pauses", "stop", "cold"}
 
 
 def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
@@ -30,7 +30,7 @@ def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
     j = report["journeys"]
     assert set(j) == KEYS
     for key, r in j.items():
-        assert r["median_s"] > 0 and r["p90_s"] >= r["median_s"], key
+        assert key == "turn_pauses" or r["median_s"] > 0 and r["p90_s"] >= r["median_s"], key
     live = j["live"]
     assert live["answered"] + live["skipped"] == live["offered"] == len(live["runs"]) + live["skipped"]
     assert all(row["lag_s"] >= row["end_s"] >= row["ttft_s"] > 0 for row in live["runs"])
@@ -39,12 +39,19 @@ def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
     assert {r["aimed_at"] for r in stops} == {"encode", "prefill"}
     assert all(isinstance(r["prepared"], bool) for r in j["upload_ask"]["runs"])
     assert 0 <= j["voice"]["wer"] <= 1 and j["voice"]["runs"][0]["transcript"]
+    # both end-of-turn rules on the same questions, and the paused questions under each
+    assert j["voice"]["end_of_turn"] == "semantic" and j["voice_silence"]["end_of_turn"] == "silence"
+    assert {r["ended_by"] for r in j["voice_silence"]["runs"]} == {"silence"}
+    assert j["voice"]["over_silence"] == j["voice"]["median_s"] / j["voice_silence"]["median_s"]
+    pauses = j["turn_pauses"]
+    assert pauses["of"] == report["settings"]["pause_questions"] == len(pauses["by_rule"]["silence"]["runs"])
+    assert 0 <= pauses["cut"] <= pauses["of"] and 0 <= pauses["cut_silence"] <= pauses["of"]
     assert report["machine"]["cpu"] and report["raw"]["ttft_s"] > 0
     assert set(report["targets_met"]) <= KEYS
 
 
 def test_verdicts_follow_the_targets_per_resolution():
-    journeys = {"cold": {"median_s": 1.0}, "voice": {"median_s": 1.8},
+    journeys = {"cold": {"median_s": 1.0}, "voice": {"median_s": 0.9},
                 "live": {"median_s": 1.0, "offered": 10, "skipped": 2, "lag_s": 3.0}, "upload_ask_early": {"median_s": 9}}
     assert verdicts(journeys, 1024) == {"cold": True, "voice": True, "live": False}  # 20 % skipped
     assert verdicts(journeys, 512) == {"cold": False, "voice": False, "live": False}

@@ -5,8 +5,9 @@ import json
 import time
 
 import numpy as np
+import pytest
 
-from fastvlm.bench import voice
+from fastvlm.bench import turns, voice
 from fastvlm.cli.main import add_model_arguments
 from tests.unit.ui.test_ui_voice import RATE, FakeSpeaker, FakeTranscriber, LoudnessVad, make_engine
 
@@ -26,20 +27,24 @@ class SimulatedTime:
         self.slept += max(0.0, seconds)
 
 
-def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("rule, tail", [("semantic", (0.2, 0.55)), ("silence", (0.7, 1.1))])
+def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys, rule,
+                                                                            tail):
     transcriber = FakeTranscriber()
     lead, spoken = np.zeros(RATE // 2, np.float32), (0.5 * np.sin(np.arange(2 * RATE) * 0.3)).astype(np.float32)
     audio = np.concatenate([lead, spoken, np.zeros(3 * RATE // 2, np.float32)])
     question = (audio, 2.5, "What am I holding?", 0.5)
     monkeypatch.setattr(voice, "_speech", lambda config, tts, wpm: (transcriber, FakeSpeaker(tmp_path), LoudnessVad(),
                                                                     [question]))
-    monkeypatch.setattr(voice, "time", SimulatedTime())  # the microphone's waits pass at once
+    clock = SimulatedTime()
+    monkeypatch.setattr(voice, "time", clock)  # the microphone's waits pass at once
+    monkeypatch.setattr(turns, "time", clock)
     monkeypatch.setattr(voice.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
     voice.add_arguments(parser)
     args = parser.parse_args(["--resolutions", "128", "--num-runs", "2", "--warmup-runs", "1", "--threads", "1",
-                              "--report-json", str(tmp_path / "voice.json")])
+                              "--end-of-turn", rule, "--report-json", str(tmp_path / "voice.json")])
     engine = make_engine(b"You hold a red cup. It looks full.")
     assert voice.run(args, lambda a: engine) == 0
     report = json.loads((tmp_path / "voice.json").read_text())
@@ -47,7 +52,8 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     assert len(runs) == 2 and all(r["early_stt_used"] for r in runs)
     assert transcriber.calls == 3  # one early transcript per turn, none redone
     for r in runs:
-        assert 0.7 <= r["vad_tail_s"] <= 1.1  # end_silence_ms, up to one chunk, Silero's lag
+        # semantic: the 200 ms pause, a VAD window, up to a chunk (0.25 s); silence: end_silence_ms and a chunk
+        assert tail[0] <= r["vad_tail_s"] <= tail[1] and r["ended_by"] == {"semantic": "judge"}.get(rule, rule)
         assert all(r[k] >= 0 for k in voice.STAGES) and r["voice"] == "fake-tts"
         assert r["total_s"] >= r["vad_tail_s"] + r["ttft_s"]
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ import pytest
 
 from fastvlm import EngineConfig
 from fastvlm.engine.engine import Engine
-from fastvlm.speech import SpeechConfig, SpeechStarted, SpeechUnavailable, Transcript, TurnDetector, UtteranceEnded
+from fastvlm.speech import SpeechConfig, SpeechStarted, SpeechUnavailable, Transcript, TurnEnded
 from fastvlm.speech.audio import write_wav
 from fastvlm.speech.tts import Speech
 from tests.fakes import FakeLM, FakeVision
@@ -76,7 +76,7 @@ def make_models(tmp_path, transcriber=None, fail=None):
 
 def asked(models, frame=FRAME):
     session = VoiceSession(frame=frame)
-    session.listen(models.detector())
+    session.listen(models.turn_taker())
     session.ask(voice(1.0), time.monotonic())
     return session
 
@@ -146,7 +146,7 @@ def test_the_microphone_is_deaf_while_the_answer_plays(tmp_path):
     now = [100.0]
     models = make_models(tmp_path)
     session = VoiceSession(frame=FRAME)
-    session.listen(TurnDetector(LoudnessVad(), SpeechConfig()))
+    session.listen(models.turn_taker())
     speech = models.speaker.synthesize("Hello there.")
     session.play(speech, duration_s=2.0, now=now[0], gap_s=0, keep=4)  # plays until 102.0
 
@@ -154,14 +154,15 @@ def test_the_microphone_is_deaf_while_the_answer_plays(tmp_path):
         events = []
         for i in range(0, int(seconds * RATE), 4000):  # 0.25 s chunks, the clock moving with them
             now[0] += 0.25
-            events += listen(session, RATE, voice(0.25), SETTINGS.voice_echo_margin_s, clock=lambda: now[0])
+            events += listen(session, RATE, voice(0.25), SETTINGS.voice_echo_margin_s, clock=lambda: now[0],
+                             settle_s=1.0)
         return events
 
-    assert talk(2.0) == [] and session.detector.muted  # its own voice through the speakers: not a question
+    assert talk(2.0) == [] and session.taker.detector.muted  # its own voice through the speakers: not a question
     assert talk(0.5) == []  # the echo margin
     now[0] += 0.1
-    events = talk(1.0) + listen(session, RATE, np.zeros(RATE, np.float32), 0.5, clock=lambda: now[0])
-    assert [type(e) for e in events] == [SpeechStarted, UtteranceEnded]
+    events = talk(1.0) + listen(session, RATE, np.zeros(RATE, np.float32), 0.5, clock=lambda: now[0], settle_s=1.0)
+    assert [type(e) for e in events] == [SpeechStarted, TurnEnded]
     assert session.questions == 1 and session.utterance.frame is FRAME
 
 
@@ -200,29 +201,40 @@ def test_a_closed_queue_deletes_sentences_made_but_never_played(tmp_path):
     assert speaker.texts == ["One."] and list(tmp_path.iterdir()) == [] and queue.done
 
 
-def talk(session, audio, transcriber=None):
+def talk(session, audio):
     events = []
-    for i in range(0, audio.size, 1600):  # 0.1 s microphone chunks
-        events += listen(session, RATE, audio[i:i + 1600], SETTINGS.voice_echo_margin_s, transcriber=transcriber)
+    for i in range(0, audio.size, 1600):  # 0.1 s microphone chunks, each verdict waited for
+        events += listen(session, RATE, audio[i:i + 1600], SETTINGS.voice_echo_margin_s, settle_s=1.0)
     return events
 
 
-def test_transcribing_starts_at_the_first_pause_and_is_kept_only_if_that_pause_ends_the_question(tmp_path):
+def test_the_semantic_end_of_turn_answers_from_the_transcript_made_at_the_first_short_pause(tmp_path):
+    transcriber = FakeTranscriber()  # "What am I holding?": finished
+    models = make_models(tmp_path, transcriber)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker())
+    events = talk(session, np.concatenate([voice(1.0), np.zeros(int(0.4 * RATE), np.float32)]))
+    assert [type(e) for e in events] == [SpeechStarted, TurnEnded] and events[1].by == "judge"
+    assert session.utterance is not None and session.utterance.early is not None
+    assert isinstance(next(answer_turn(make_engine(), models, session, SETTINGS)), Heard)
+    assert transcriber.calls == 1  # the transcript made at the pause was used, not redone
+
+
+def test_the_silence_rule_transcribes_from_each_pause_and_answers_from_the_one_that_ended_the_question(tmp_path):
     transcriber = FakeTranscriber()
     models = make_models(tmp_path, transcriber)
     session = VoiceSession(frame=FRAME)
-    session.listen(models.detector(), models.detector(300))
-    talk(session, np.concatenate([voice(1.0), np.zeros(int(0.45 * RATE), np.float32)]), transcriber)
-    assert session.early is not None and session.utterance is None  # a pause: transcribing, not yet an end
-    session.early[2].result(timeout=5)
-    talk(session, np.zeros(int(0.6 * RATE), np.float32), transcriber)  # the pause was the end
-    assert session.utterance.early is session.early[2]
-    assert isinstance(next(answer_turn(make_engine(), models, session, SETTINGS)), Heard)
-    assert transcriber.calls == 1  # the early transcript was used, not redone
-
-    session.listen(models.detector(), models.detector(300))
+    session.listen(models.turn_taker(300, rule="silence"))
     quiet = np.zeros(int(0.45 * RATE), np.float32)
-    talk(session, np.concatenate([voice(1.0), quiet, voice(0.6), quiet, quiet]), transcriber)  # a pause mid-question
-    assert session.utterance is not None and session.utterance.early is None  # the early guess heard only half
+    talk(session, np.concatenate([voice(1.0), quiet]))
+    assert session.utterance is None  # a pause: transcribing, not yet an end
+    talk(session, np.zeros(int(0.6 * RATE), np.float32))  # the pause was the end
+    assert session.utterance.early is not None
+    assert isinstance(next(answer_turn(make_engine(), models, session, SETTINGS)), Heard)
+    assert transcriber.calls == 1
+
+    session.listen(models.turn_taker(300, rule="silence"))
+    talk(session, np.concatenate([voice(1.0), quiet, voice(0.6), quiet, quiet]))  # a pause mid-question
+    assert session.utterance is not None and session.utterance.early is not None
     next(answer_turn(make_engine(), models, session, SETTINGS))
-    assert transcriber.calls == 4  # two early guesses, then the whole question
+    assert transcriber.calls == 3  # one per pause; the answer used the second, made from the whole question

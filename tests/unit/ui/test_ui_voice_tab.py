@@ -58,8 +58,9 @@ def test_nothing_heard_and_no_sound_are_warnings_not_errors(tmp_path):
 def test_the_microphone_handler_bumps_prepare_and_answer_and_survives_a_broken_chunk(tmp_path):
     models = make_models(tmp_path)
     session = VoiceSession(frame=FRAME)
-    session.listen(models.detector())
-    bumps = [hear(session, (RATE, chunk), 0.5) for chunk in np.split(np.concatenate([voice(1), np.zeros(RATE)]), 20)]
+    session.listen(models.turn_taker())
+    bumps = [hear(session, (RATE, chunk), 0.5, settle_s=1.0)
+             for chunk in np.split(np.concatenate([voice(1), np.zeros(RATE)]), 20)]
     starts = [b[0] for b in bumps if not isinstance(b[0], dict)]
     questions = [b[1] for b in bumps if not isinstance(b[1], dict)]
     assert starts[0] == 1 and questions[-1] == 1 and session.utterance.frame is FRAME
@@ -71,14 +72,14 @@ def test_the_microphone_handler_bumps_prepare_and_answer_and_survives_a_broken_c
 def test_the_frame_is_prepared_while_the_person_speaks_so_the_answer_only_adds_the_question(tmp_path):
     engine, models = make_engine(), make_models(tmp_path)
     session = VoiceSession(frame=FRAME)
-    session.listen(models.detector())
+    session.listen(models.turn_taker())
     for chunk in np.split(voice(0.5), 5):  # speech starts: the frame of that moment is the question's
         hear(session, (RATE, chunk), 0.5)
     session.frame = np.zeros_like(FRAME)  # the camera moves on while the person talks
     prepare(engine, session, None)
     assert engine.vision.calls == 1 and len(engine.lm.prefills) == 1
     for chunk in np.split(np.zeros(RATE, np.float32), 5):
-        hear(session, (RATE, chunk), 0.5)
+        hear(session, (RATE, chunk), 0.5, settle_s=1.0)
     assert session.utterance.frame is FRAME
     list(answer(engine, models, session, SETTINGS))
     assert engine.vision.calls == 1  # the answer reused the prepared image
@@ -135,11 +136,14 @@ def test_the_voice_tab_is_third_or_says_why_voice_is_unavailable(tmp_path):
 def test_voice_flags_map_onto_the_speech_config_and_a_failed_load_keeps_the_app(monkeypatch):
     args = app.build_parser().parse_args(["--whisper-model", "base", "--tts-voice", "en-GB-RyanNeural",
                                           "--end-silence-ms", "500", "--threads", "2", "--no-download",
-                                          "--speech-pad-ms", "350"])
+                                          "--speech-pad-ms", "350", "--end-of-turn", "silence",
+                                          "--turn-judge", "smart-turn"])
     config = app.speech_config(args)
     assert (config.whisper_model, config.tts_voice, config.end_silence_ms, config.threads, config.download,
-            config.speech_pad_ms) == ("base", "en-GB-RyanNeural", 500, 2, False, 350)
-    assert app.speech_config(app.build_parser().parse_args([])).speech_pad_ms == 400
+            config.speech_pad_ms, config.end_of_turn, config.turn_judge) == (
+        "base", "en-GB-RyanNeural", 500, 2, False, 350, "silence", "smart-turn")
+    default = app.speech_config(app.build_parser().parse_args([]))
+    assert (default.speech_pad_ms, default.end_of_turn, default.turn_judge) == (400, "semantic", "transcript")
     assert app.load_speech(app.build_parser().parse_args(["--no-voice"])) is None
 
     def broken(config):

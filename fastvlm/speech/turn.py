@@ -1,0 +1,154 @@
+"""When is a spoken question over? A `TurnDetector` plus an end-of-turn rule, and Whisper started early.
+
+Two rules (`SpeechConfig.end_of_turn`):
+  silence   the question ends after `end_silence_ms` (700 ms) of silence. Whisper starts at the first pause
+            of `early_stt_ms` (300 ms); if that pause is the end, its transcript is used.
+  semantic  at every pause of `turn_pause_ms` (200 ms) Whisper transcribes the speech so far and a
+            `TurnJudge` says whether the question is finished. Finished: it ends there, as soon as the
+            verdict is in and the silence has lasted `turn_min_silence_ms`. Not finished: the person is waited
+            for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
+`TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
+transcript begun at its pause, if any) for the end; `settle(timeout)` waits for a verdict still being made.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import SpeechConfig
+from .judge import TurnJudge, Verdict
+from .stt import Transcriber
+from .vad import Paused, TurnDetector, TurnEvent, UtteranceEnded, VadModel
+
+log = logging.getLogger(__name__)
+RULES = ("semantic", "silence")
+
+
+@dataclass(frozen=True, eq=False)
+class TurnEnded(UtteranceEnded):
+    """The question is over. `transcript`: a Future of its `Transcript`, begun at the pause that ended it."""
+
+    transcript: Future | None = None
+    by: str = "silence"  # silence (the fixed rule) | judge (semantic: finished) | fallback (semantic: max silence)
+    # | max_audio (still speaking at `max_audio_s`)
+    verdict: Verdict | None = None
+
+
+@dataclass
+class _Pause:
+    event: Paused
+    transcript: Future  # -> Transcript
+    verdict: Future | None  # -> Verdict (semantic rule only)
+
+
+class TurnTaker:
+    """One person's turn taking: feed microphone chunks, get `SpeechStarted` and `TurnEnded`."""
+
+    def __init__(self, vad: VadModel, transcriber: Transcriber, config: SpeechConfig | None = None,
+                 judge: TurnJudge | None = None, rule: str | None = None, early_stt_ms: int = 300) -> None:
+        self.config = config or SpeechConfig()
+        self.rule = rule or self.config.end_of_turn
+        if self.rule not in RULES:
+            raise ValueError(f"unknown end-of-turn rule {self.rule!r}: use one of {', '.join(RULES)}")
+        if self.rule == "semantic" and judge is None:
+            raise ValueError("the semantic end of turn needs a TurnJudge (fastvlm.speech.judge.load_judge)")
+        c = self.config
+        semantic = self.rule == "semantic"
+        self.detector = TurnDetector(vad, c, end_silence_ms=c.turn_max_silence_ms if semantic else c.end_silence_ms,
+                                     pause_ms=c.turn_pause_ms if semantic else early_stt_ms)
+        self.transcriber, self.judge = transcriber, judge if semantic else None
+        self._pause: _Pause | None = None
+
+    @property
+    def pending(self) -> bool:
+        """A verdict is still being made for the pause going on."""
+        p = self._pause
+        return p is not None and p.verdict is not None and not p.verdict.done()
+
+    def feed(self, sample_rate: int, chunk: np.ndarray) -> list[TurnEvent]:
+        out: list[TurnEvent] = []
+        for event in self.detector.feed(sample_rate, chunk):
+            if isinstance(event, Paused):
+                self._pause = self._start(event)
+            elif isinstance(event, UtteranceEnded):
+                p, self._pause = self._pause, None
+                same = p is not None and p.event.end_s == event.end_s and p.event.start_s == event.start_s
+                by = "max_audio" if event.truncated else "fallback" if self.judge is not None else "silence"
+                out.append(TurnEnded(event.audio, event.start_s, event.end_s, event.truncated,
+                                     p.transcript if same else None, by, _done(p.verdict) if same else None))
+            else:
+                out.append(event)
+        return out + self._decide()
+
+    def settle(self, timeout_s: float) -> list[TurnEvent]:
+        """Wait up to `timeout_s` for the verdict on the pause going on (none: returns at once); the end it
+        decides, if any. Call it after every `feed()`: a verdict may have come in since."""
+        p = self._pause
+        if p is not None and p.verdict is not None and timeout_s > 0:
+            wait_futures([p.verdict], timeout_s)
+        return self._decide()
+
+    def reset(self) -> None:
+        self.detector.reset()
+        self._pause = None
+
+    def _decide(self) -> list[TurnEvent]:
+        p = self._pause
+        if p is None or p.verdict is None or not p.verdict.done():
+            return []
+        verdict = _done(p.verdict)
+        if verdict is None:  # the judge failed (logged once): the fallback silence decides
+            p.verdict = None
+            return []
+        silence = self.detector.silence_s(p.event.end_s)
+        if not verdict.complete or silence is None:
+            return []
+        if silence * 1000 < self.config.turn_min_silence_ms:
+            return []
+        ended = self.detector.end_now(p.event.end_s)
+        self._pause = None
+        if ended is None:
+            return []
+        log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
+        return [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, "judge", verdict)]
+
+    def _start(self, pause: Paused) -> _Pause:
+        """Transcribe the speech so far in a thread; judge it (after the transcript, or beside it)."""
+        transcript: Future = Future()
+        verdict = None if self.judge is None else Future()
+        judge = self.judge
+
+        def hear() -> None:
+            _run(transcript, self.transcriber.transcribe, pause.audio)
+            if judge is not None and judge.needs_transcript:
+                heard = transcript.result() if transcript.exception() is None else None
+                _run(verdict, judge.judge, pause.audio, heard)
+
+        threading.Thread(target=hear, name="turn-stt", daemon=True).start()
+        if judge is not None and not judge.needs_transcript:
+            threading.Thread(target=_run, args=(verdict, judge.judge, pause.audio, None), name="turn-judge",
+                             daemon=True).start()
+        return _Pause(pause, transcript, verdict)
+
+
+def _run(future: Future, fn, *args) -> None:
+    try:
+        future.set_result(fn(*args))
+    except Exception as e:  # noqa: BLE001 - handed to whoever reads the Future
+        future.set_exception(e)
+
+
+def _done(future: Future | None) -> Verdict | None:
+    """A finished verdict, or None (none asked, or the judge failed: then the fallback silence decides)."""
+    if future is None or not future.done():
+        return None
+    if future.exception() is not None:
+        log.warning("the end-of-turn judge failed; waiting for the fallback silence", exc_info=future.exception())
+        return None
+    return future.result()

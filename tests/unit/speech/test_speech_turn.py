@@ -1,0 +1,179 @@
+"""The end-of-turn rules with a loudness VAD and a scripted transcriber (fast, no models); the same on real
+speech with Silero VAD and Whisper is tests/integration/test_turn_taking.py."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from fastvlm.speech import SpeechConfig, SpeechStarted, Transcript
+from fastvlm.speech.judge import TranscriptJudge
+from fastvlm.speech.turn import TurnEnded, TurnTaker
+from fastvlm.speech.vad import Paused, TurnDetector
+
+RATE = 16_000
+
+
+class LoudnessVad:
+    def initial_state(self):
+        return 0
+
+    def __call__(self, windows, state):
+        return (np.abs(windows).max(axis=1) > 0.1).astype(np.float32), state
+
+
+class ScriptedTranscriber:
+    """Says `texts[k]` for the audio heard up to the k-th stretch of speech (each `voice()` is one word group)."""
+
+    def __init__(self, *texts, gate=None):
+        self.texts, self.gate, self.calls = texts, gate, []
+
+    def transcribe(self, audio):
+        if self.gate is not None:
+            self.gate.wait(5)
+        n = audio.size // 512
+        loud = np.abs(audio[: n * 512]).reshape(n, 512).max(axis=1) > 0.1  # per VAD window
+        groups = int(loud[0]) + int(np.count_nonzero(loud[1:] & ~loud[:-1]))  # stretches of speech heard
+        self.calls.append(groups)
+        text = self.texts[min(groups, len(self.texts)) - 1]
+        return Transcript(text, "en", audio.size / RATE, elapsed_s=0.01)
+
+
+def voice(seconds):
+    return (0.5 * np.sin(np.arange(int(RATE * seconds)) * 0.3)).astype(np.float32)
+
+
+def quiet(seconds):
+    return np.zeros(int(RATE * seconds), np.float32)
+
+
+def hear(taker, audio, chunk_s=0.1, settle_s=5.0):
+    """Feed in chunks; after each, wait for a verdict (verdicts come at once in stream time). (event, seconds fed)."""
+    step, out = int(RATE * chunk_s), []
+    for i in range(0, audio.size, step):
+        events = taker.feed(RATE, audio[i : i + step])
+        events += taker.settle(settle_s)
+        out += [(e, (i + step) / RATE) for e in events]
+    return out
+
+
+def ends(events):
+    return [(e, t) for e, t in events if isinstance(e, TurnEnded)]
+
+
+def semantic(transcriber, **options):
+    return TurnTaker(LoudnessVad(), transcriber, SpeechConfig(**options), TranscriptJudge(), "semantic")
+
+
+@pytest.mark.parametrize("text, complete", [
+    ("What color is the square?", True), ("What is this?", True), ("Describe the image.", True),
+    ("What color is the", False), ("Where is", False), ("What kind of...", False), ("Is it red, ", False),
+    ("um", False), ("", False), ("   ", False),
+])  # fmt: skip
+def test_the_transcript_judge_hears_a_question_that_trails_off(text, complete):
+    verdict = TranscriptJudge().judge(np.zeros(10, np.float32), Transcript(text, "en", 1.0))
+    assert verdict.complete is complete, verdict.reason
+
+
+def test_the_detector_reports_each_pause_once_with_the_speech_so_far():
+    d = TurnDetector(LoudnessVad(), SpeechConfig(speech_pad_ms=0), end_silence_ms=1000, pause_ms=200)
+    fed = np.concatenate([quiet(0.5), voice(1.0), quiet(0.4), voice(0.5), quiet(1.2)])
+    events = [e for i in range(0, fed.size, 1600) for e in d.feed(RATE, fed[i : i + 1600])]
+    assert [type(e).__name__ for e in events] == ["SpeechStarted", "Paused", "Paused", "UtteranceEnded"]
+    first, second = events[1], events[2]
+    assert first.end_s == pytest.approx(1.5, abs=0.04) and first.audio.size / RATE == pytest.approx(1.0, abs=0.04)
+    assert second.start_s == first.start_s and second.end_s == pytest.approx(2.4, abs=0.04)
+    assert events[3].end_s == second.end_s
+
+
+def test_end_now_ends_only_while_that_pause_lasts():
+    d = TurnDetector(LoudnessVad(), SpeechConfig(), end_silence_ms=1000, pause_ms=200)
+    for chunk in (voice(1.0), quiet(0.3)):
+        events = d.feed(RATE, chunk)
+    pause = next(e for e in events if isinstance(e, Paused))
+    assert d.silence_s(pause.end_s) == pytest.approx(0.3, abs=0.064)  # up to a window either end
+    d.feed(RATE, voice(0.3))  # the person goes on
+    assert d.silence_s(pause.end_s) is None and d.end_now(pause.end_s) is None
+    events = d.feed(RATE, quiet(0.3))
+    later = next(e for e in events if isinstance(e, Paused))
+    ended = d.end_now(later.end_s)
+    assert ended is not None and ended.start_s == pause.start_s and ended.end_s == later.end_s
+
+
+def test_a_finished_question_ends_at_its_first_short_pause_with_its_transcript():
+    transcriber = ScriptedTranscriber("What color is the square?")
+    taker = semantic(transcriber)
+    events = hear(taker, np.concatenate([quiet(0.5), voice(1.5), quiet(2.5)]))
+    assert isinstance(events[0][0], SpeechStarted)
+    [(end, seen)] = ends(events)
+    assert end.by == "judge" and end.verdict.complete and end.end_s == pytest.approx(2.0, abs=0.04)
+    assert seen - 2.0 <= 0.2 + 0.1 + 0.04  # the pause, one chunk, one window
+    assert end.transcript.result().text == "What color is the square?" and transcriber.calls == [1]
+
+
+def test_an_unfinished_question_waits_for_the_fallback_silence():
+    taker = semantic(ScriptedTranscriber("What color is the"), turn_max_silence_ms=2000)
+    [(end, seen)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(3.0)])))
+    assert end.by == "fallback" and end.verdict is not None and not end.verdict.complete
+    assert 1.0 + 2.0 <= seen <= 1.0 + 2.0 + 0.15
+    assert end.transcript is not None  # the transcript begun at its pause is still the one used
+
+
+def test_a_pause_mid_sentence_is_waited_out_when_the_words_so_far_are_unfinished():
+    transcriber = ScriptedTranscriber("What color is", "What color is the shirt I am wearing?")
+    taker = semantic(transcriber)
+    [(end, _)] = ends(hear(taker, np.concatenate([voice(0.8), quiet(0.5), voice(1.2), quiet(2.5)])))
+    assert end.by == "judge" and end.end_s == pytest.approx(2.5, abs=0.04)
+    assert end.transcript.result().text == "What color is the shirt I am wearing?"
+
+
+def test_min_silence_keeps_a_finished_sounding_half_from_ending_a_longer_pause():
+    script = ("What am I holding", "What am I holding in my right hand?")
+    audio = np.concatenate([voice(0.8), quiet(0.5), voice(1.0), quiet(2.5)])
+    cut = ends(hear(semantic(ScriptedTranscriber(*script), turn_min_silence_ms=200), audio))
+    assert cut[0][0].end_s == pytest.approx(0.8, abs=0.04)  # verdicts at once: the half was taken for the end
+    kept = ends(hear(semantic(ScriptedTranscriber(*script), turn_min_silence_ms=600), audio))
+    assert len(kept) == 1 and kept[0][0].end_s == pytest.approx(2.3, abs=0.04)
+
+
+def test_speech_that_resumes_before_the_verdict_is_not_cut():
+    gate = threading.Event()
+    taker = semantic(ScriptedTranscriber("What am I holding", "What am I holding in my hand?", gate=gate))
+    events = hear(taker, np.concatenate([voice(0.8), quiet(0.3)]), settle_s=0)
+    assert taker.pending and ends(events) == []
+    events = hear(taker, voice(0.5), settle_s=0)  # the person goes on while Whisper still works
+    gate.set()
+    events += hear(taker, quiet(0.05))
+    assert ends(events) == []  # the verdict came for a pause that is over
+    [(end, _)] = ends(hear(taker, quiet(1.0)))
+    assert end.end_s == pytest.approx(1.6, abs=0.04) and end.by == "judge"
+
+
+def test_the_silence_rule_ends_after_end_silence_and_reuses_the_transcript_begun_at_its_pause():
+    transcriber = ScriptedTranscriber("What is this?")
+    taker = TurnTaker(LoudnessVad(), transcriber, SpeechConfig(end_silence_ms=700), rule="silence", early_stt_ms=300)
+    [(end, seen)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(1.5)])))
+    assert end.by == "silence" and end.verdict is None and 1.7 <= seen <= 1.7 + 0.15
+    assert end.transcript.result().text == "What is this?" and transcriber.calls == [1]
+
+
+class BrokenJudge:
+    needs_transcript = False
+
+    def judge(self, audio, transcript):
+        raise RuntimeError("onnxruntime exploded")
+
+
+def test_a_failing_judge_leaves_the_fallback_silence_to_end_the_turn():
+    taker = TurnTaker(LoudnessVad(), ScriptedTranscriber("What is this?"), SpeechConfig(), BrokenJudge(), "semantic")
+    [(end, seen)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(2.5)])))
+    assert end.by == "fallback" and seen >= 3.0 and end.transcript.result().text == "What is this?"
+
+
+def test_rules_and_their_settings_are_checked():
+    with pytest.raises(ValueError, match="end-of-turn rule"):
+        TurnTaker(LoudnessVad(), ScriptedTranscriber("x"), rule="psychic")
+    with pytest.raises(ValueError, match="TurnJudge"):
+        TurnTaker(LoudnessVad(), ScriptedTranscriber("x"), SpeechConfig(), None, "semantic")
+    with pytest.raises(ValueError, match="turn_min_silence_ms"):
+        SpeechConfig(turn_pause_ms=300, turn_min_silence_ms=200)

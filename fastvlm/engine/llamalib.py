@@ -61,7 +61,10 @@ def _ggml(llama_cpp):
 def load_cpu_backend(llama_cpp) -> None:
     """Make sure llama.cpp has a CPU backend: load the best variant for this CPU where none is linked in."""
     with _lock:
-        ggml = _ggml(llama_cpp)
+        try:
+            ggml = _ggml(llama_cpp)
+        except OSError:  # not Linux's file names (macOS, Windows): their wheels link the CPU backend in
+            return
         if ggml.ggml_backend_dev_count() > 0:
             return
         folder = variant_dir(llama_cpp)

@@ -12,7 +12,9 @@ NOT_PORTABLE = ("one CPU backend built in: a -march=native build runs only on CP
                 "(requirements.txt installs the portable build)")
 
 
-def llama_section() -> tuple[Section, Verdict | None]:
+def llama_section(verdict: Verdict | None = None,
+                  flags: frozenset[str] | None = None) -> tuple[Section, Verdict | None]:
+    """The section, and the AMX verdict (`verdict`/`flags`: given instead of this machine's, for tests)."""
     s = Section("llama.cpp on this CPU")
     try:
         from ...engine.llamalib import cpu_variant, features_in_use, import_llama
@@ -25,13 +27,13 @@ def llama_section() -> tuple[Section, Verdict | None]:
     s.add("info", "CPU variant", f"{variant} (portable build: picked for this CPU at run time)" if variant != "built-in"
           else NOT_PORTABLE)
     s.add("info", "features used", ", ".join(features_in_use(llama_cpp)) or "none reported")
-    verdict = amx_verdict()
+    verdict = amx_verdict() if verdict is None else verdict
     if verdict.status == "crashed":
         s.add("warn", "AMX", verdict.notice, FIX)
     elif verdict.status == "failed":
         s.add("warn", "AMX", verdict.notice, "run the doctor again; if it stays, report the message above")
     else:
         s.add("ok" if verdict.status == "works" else "info", "AMX", verdict.summary)
-    klass = cpu_class(verdict)
+    klass = cpu_class(verdict, flags)
     s.add("info", "CPU class", f"{klass}: --quant auto writes {QUANT_BY_CLASS[klass].upper()}")
     return s, verdict

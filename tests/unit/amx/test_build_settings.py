@@ -82,3 +82,12 @@ def test_no_usable_variant_is_an_error_that_says_how_to_rebuild(tmp_path, monkey
     with pytest.raises(ModelFileError, match=says) as e:
         llamalib.load_cpu_backend(fake_llama(tmp_path, variants))
     assert llamalib.REINSTALL in str(e.value)
+
+
+def test_where_libggml_cannot_be_opened_by_name_loading_is_left_to_llama_cpp(tmp_path, monkeypatch):
+    """macOS/Windows file names: their builds link the CPU backend in; the loader must not stop the load."""
+    def unopenable(llama_cpp):
+        raise OSError("libggml.so.0: cannot open shared object file")
+
+    monkeypatch.setattr(llamalib, "_ggml", unopenable)
+    llamalib.load_cpu_backend(fake_llama(tmp_path, []))  # no error

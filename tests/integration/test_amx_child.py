@@ -52,3 +52,32 @@ def test_the_probe_child_runs_from_any_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     verdict = run_child(child_command(tmp_path))
     assert verdict.status == "works", verdict.detail
+
+
+def test_after_a_crashed_probe_predict_answers_with_amx_off_and_says_so(tiny_models, tmp_path, monkeypatch, capsys):
+    """The whole fallback, in process: a real probe child that dies by SIGSEGV (as on an AMX server with a
+    miscompiled llama.cpp), then `predict --json` loads with llama.cpp's extra buffers off, answers, and carries
+    the one-line notice with the fix."""
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from fastvlm.amx import policy, probe
+    from fastvlm.cli.main import main
+    from fastvlm.engine import lm
+
+    segfault = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]
+    verdict = probe.amx_verdict(tmp_path, command=lambda d: segfault, flags=cpu_flags() | set(AMX_FLAGS))
+    assert verdict.status == "crashed"
+    monkeypatch.setattr(policy, "amx_verdict", lambda: verdict)  # this CPU has no AMX: hand the verdict over
+    seen = []
+    real = lm.model_params
+    monkeypatch.setattr(lm, "model_params", lambda ll, config: seen.append(config.extra_buffers) or real(ll, config))
+    image = tmp_path / "image.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 96, 3), dtype=np.uint8)).save(image)
+    assert main(["predict", "--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--image", str(image),
+                 "--max-tokens", "4", "--resolution", "256", "--threads", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [False] and out["new_tokens"] > 0
+    assert out["llama_notice"] == verdict.notice and "AMX off" in out["llama_notice"]

@@ -3,6 +3,7 @@ the quantization comparison and the vision gates wired to the real runtimes."""
 
 import argparse
 import json
+from pathlib import Path
 from dataclasses import replace
 
 from fastvlm.cli.main import main
@@ -41,13 +42,69 @@ def test_doctor_fails_without_model_files(tmp_path, capsys):
     assert rc == 1 and "✗ not found" in capsys.readouterr().out
 
 
+def _quant_check(out: Path) -> dict:
+    return next(s for s in json.loads(out.read_text())["sections"] if s["title"] == "Quantization")["checks"][0]
+
+
 def test_quant_comparison_of_the_llm_against_itself_agrees_fully(tiny_models, tmp_path, capsys):
+    out = tmp_path / "doctor.json"
+    rc = main(["doctor", "--models", str(tiny_models.llm.parent), "--no-download", "--threads", "2",
+               "--reference-llm", str(tiny_models.llm), "--json", str(out)])
+    assert rc == 0
+    quant = _quant_check(out)
+    assert quant["status"] == "ok" and "agrees at 100.0%" in quant["detail"] and "KL mean 0.0000" in quant["detail"]
+
+
+def test_facts_only_runs_no_model(tiny_models, tmp_path, monkeypatch):
+    """--facts-only reads the files: neither the quantization comparison nor an engine may load a model."""
+    def no_model(*args, **kwargs):
+        raise AssertionError("--facts-only ran a model")
+
+    monkeypatch.setattr(doctor_cli.checks, "quant_check", no_model)
+    monkeypatch.setattr(Engine, "load", no_model)
     out = tmp_path / "doctor.json"
     rc = main(["doctor", "--models", str(tiny_models.llm.parent), "--no-download", "--facts-only",
                "--reference-llm", str(tiny_models.llm), "--json", str(out)])
     assert rc == 0
-    quant = next(s for s in json.loads(out.read_text())["sections"] if s["title"] == "Quantization")["checks"][0]
-    assert quant["status"] == "ok" and "agrees at 100.0%" in quant["detail"] and "KL mean 0.0000" in quant["detail"]
+    quant = _quant_check(out)
+    assert quant["status"] == "skip" and "--facts-only runs no model" in quant["detail"]
+
+
+def _perturbed(vision: Path, out: Path, relative: float) -> Path:
+    """A copy of the vision graph whose last matrix (the projector's output) carries `relative` random error."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(vision))
+    init = [t for t in model.graph.initializer if len(t.dims) == 2][-1]
+    w = numpy_helper.to_array(init)
+    noise = np.random.default_rng(0).normal(size=w.shape).astype(np.float32)
+    init.CopyFrom(numpy_helper.from_array(w + relative * np.abs(w).mean() * noise, init.name))
+    onnx.save(model, str(out))
+    return out
+
+
+def _int8_gate(tiny_config, int8: Path):
+    engine = Engine.load(replace(tiny_config, kv_reuse=False, vision_runtime="auto"))
+    engine.resolutions = lambda: (engine.resolution,)  # one size keeps it fast (OpenVINO compiles per size)
+    args = argparse.Namespace(int8_vision=int8, vision_runtime="onnxruntime")
+    loaded = []
+    try:
+        return doctor_cli._real_checks(args, engine, loaded)[1]
+    finally:
+        for v in loaded:
+            v.close()
+        engine.close()
+
+
+def test_an_int8_file_that_drifts_fails_the_gate(tiny_config, tiny_models, tmp_path):
+    """A vision file 30 % off in its projector (an int8 file gone wrong) must fail the int8 gate."""
+    cross = _int8_gate(tiny_config, _perturbed(tiny_models.vision, tmp_path / "vision-int8-ort.onnx", 0.3))
+    status = {c.label: c.status for c in cross.checks}
+    assert status["int8 gate"] == "fail"
+    emb = next(c for c in cross.checks if c.label.startswith("int8") and "embeddings" in c.label)
+    assert emb.status == "fail" and "min cosine" in emb.detail
 
 
 def test_runtime_cross_check_and_int8_gate_on_real_runtimes(tiny_config, tiny_models):

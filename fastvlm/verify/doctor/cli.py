@@ -46,10 +46,11 @@ def run(args: argparse.Namespace, resolve_paths, make_config) -> int:
         sections += [llm, vision]
         found["files"] = {"vision": str(paths.vision), "llm": str(paths.llm), "sources": dict(paths.sources)}
         synthetic = g is not None and facts.is_synthetic(g.name)
-        if exit_code(sections) == 0:
+        if exit_code(sections) == 0 and args.facts_only:  # no model: the quantization check runs two in llama.cpp
+            sections.append(_skipped_for_facts())
+        elif exit_code(sections) == 0:
             sections.append(_quantization(args, paths.llm, g, synthetic, verdict))
-            if not args.facts_only:
-                sections += _model_checks(args, make_config(args, paths), synthetic)
+            sections += _model_checks(args, make_config(args, paths), synthetic)
     print(render(sections))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +67,12 @@ def _reference_llm(args, llm: Path, synthetic: bool) -> tuple[Path | None, str]:
     if synthetic:
         return None, "synthetic weights: their quantization numbers say little (pass --reference-llm to run anyway)"
     return beside, ""
+
+
+def _skipped_for_facts() -> Section:
+    s = Section("Quantization")
+    s.add("skip", "quantization", "skipped: --facts-only runs no model (the check loads both GGUFs in llama.cpp)")
+    return s
 
 
 def _quantization(args, llm: Path, g, synthetic: bool, verdict=None) -> Section:

@@ -77,6 +77,31 @@ def test_vision_gate_cosine_threshold(amplitude, status):
     assert f">= {checks.INT8_COSINE_MIN}" in s.checks[0].detail  # the threshold is stated
 
 
+class OneImageOff(FakeVision):
+    """Exact on every drawn image but the first, whose embeddings get a 10 % orthogonal error (cosine ~0.995)."""
+
+    def encode(self, pixels):
+        out = super().encode(pixels)  # counts the calls
+        if self.calls > 1:
+            return out
+        noise = np.random.default_rng(1).normal(size=out.shape)
+        noise -= (noise.ravel() @ out.ravel()) / (out.ravel() @ out.ravel()) * out  # orthogonal to `out`
+        return (out + 0.1 * np.linalg.norm(out) / np.linalg.norm(noise) * noise).astype(np.float32)
+
+
+def test_the_int8_gate_is_the_converters_and_judges_the_worst_image():
+    """Mean cosine over the images stays above 0.99, one image is below the converter's 0.999: the gate fails."""
+    from fastvlm.convert.int8 import COSINE_GATE
+
+    s = Section("gate")
+    ref, cand = engine(b"Red"), engine(b"Red", vision=OneImageOff())
+    cos = checks.embedding_cosines(ref.vision, OneImageOff(), 128)
+    assert np.mean(list(cos.values())) >= 0.99 and 0.99 < min(cos.values()) < COSINE_GATE
+    assert checks.INT8_COSINE_MIN == COSINE_GATE
+    assert not checks.vision_gate(ref, cand, s, "int8", checks.INT8_COSINE_MIN, must_agree=True)
+    assert s.checks[0].status == "fail" and "min cosine" in s.checks[0].detail
+
+
 @pytest.mark.parametrize("must_agree, status", [(True, "fail"), (False, "warn")])
 def test_vision_gate_answers_must_agree_or_warn(must_agree, status):
     s = Section("gate")

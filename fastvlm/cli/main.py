@@ -63,7 +63,8 @@ def model_paths(args: argparse.Namespace, download: bool | None = None, report=N
     int8 = args.vision is not None and str(args.vision) == "int8"
     paths = resolve(None if int8 else args.vision, args.llm, args.models, download=download, source=args.source,
                     hub=Hub(report=report), model=args.model,
-                    quant="f32" if _exact(args) else args.quant, threads=args.threads, look_only=look_only)
+                    quant="f32" if _exact(args) else args.quant, threads=args.threads, look_only=look_only,
+                    exact=_exact(args))
     return _int8(paths, args) if int8 else paths
 
 

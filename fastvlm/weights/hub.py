@@ -27,6 +27,11 @@ class HubUnreachable(ConnectionError):
     """The Hub (or the `HF_ENDPOINT` mirror) did not answer, or offline mode is on."""
 
 
+class RepoUnavailable(ModelFileError):
+    """A repo that cannot be had: the Hub says it has no such repo (or it is gated, or the Hub failed), or it is not
+    in the cache while downloads are off."""
+
+
 @dataclass
 class Hub:
     """`endpoint`/`cache_dir` None: huggingface_hub's own defaults (HF_ENDPOINT, HF_HOME / HF_HUB_CACHE)."""
@@ -87,7 +92,7 @@ class Hub:
 
     def download_snapshot(self, repo: str, patterns: list[str], fetch: bool = True) -> Path:
         """The files of `repo` matching `patterns`, as a snapshot folder: from the cache, else (with `fetch`)
-        from the Hub; `ModelFileError` when not cached and not to be fetched."""
+        from the Hub; `RepoUnavailable` when it cannot be had (not cached and not to be fetched, or not on the Hub)."""
         import huggingface_hub as hf
         from huggingface_hub import errors
 
@@ -96,7 +101,7 @@ class Hub:
                                              endpoint=self.endpoint, local_files_only=True))
         except errors.LocalEntryNotFoundError:
             if not fetch:
-                raise ModelFileError(f"{repo} is not in the Hugging Face cache") from None
+                raise RepoUnavailable(f"{repo} is not in the Hugging Face cache") from None
         self._check_online(f"{repo} is not in the cache")
         self._say_downloading(repo)
         try:
@@ -104,6 +109,8 @@ class Hub:
                                              endpoint=self.endpoint, etag_timeout=ETAG_TIMEOUT_S))
         except errors.LocalEntryNotFoundError as e:
             raise self._unreachable(e) from e
+        except errors.HfHubHTTPError as e:  # no such repo, gated, or the Hub's own error after retries
+            raise RepoUnavailable(f"{repo} cannot be downloaded: {type(e).__name__}: {str(e)[:200]}") from e
 
     def _say_downloading(self, what: str) -> None:
         if self.report:  # the app's background load logs what it is told

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..engine.events import ModelFileError
 from . import official
-from .hub import Hub, HubUnreachable
+from .hub import Hub, HubUnreachable, RepoUnavailable
 from .official import DEFAULT_MODEL
 from .sources import LOCAL_NAMES, PARTS, SOURCES, Candidate, Source
 
@@ -35,25 +35,35 @@ class ModelPaths:
 def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Path | None = None,
             download: bool = True, source: str | None = None, hub: Hub | None = None,
             model: str = DEFAULT_MODEL, quant: str = "auto", threads: int | None = None,
-            look_only: bool = False) -> ModelPaths:
+            look_only: bool = False, exact: bool = False) -> ModelPaths:
     """Both files, each from the first place that has it; one clear error naming what is missing.
 
     `source`: "official" (Apple's checkpoint `model`, converted once), "prebuilt" (the published CPU files),
-    or None: official, falling back to prebuilt (FastVLM-0.5B only) when it cannot be fetched or converted.
+    or None: official, falling back to prebuilt (FastVLM-0.5B only) when the checkpoint cannot be fetched (the
+    Hub unreachable, the repo not there) - never when it was fetched and failed to convert (a bug, a full disk:
+    an error naming it), and never under `exact` (the prebuilt files are a third party's Q4_K_M).
+    `quant` is checked first (an environment default escapes argparse's `choices`).
     `look_only`: files ready now or a `ModelFileError`, with no download, no conversion and no fallback (what a
     full resolve would pick may still be fetched: the app's start-up check, before its background load)."""
+    from ..convert.text_gguf import QUANTS
+
+    if quant.lower() not in QUANTS:
+        raise ValueError(f"--quant (or FASTVLM_QUANT) must be one of {', '.join(QUANTS)}, got {quant!r}")
     hub = hub or Hub()
     given = [p for p in (vision, llm) if p is not None] or ([models_dir] if models_dir is not None else [])
     if source != "prebuilt" and not given:
         try:
             return _official(model, hub, quant, download and not look_only, threads, convert=not look_only)
-        except (ModelFileError, HubUnreachable, ValueError, OSError) as e:
-            if source == "official" or model != DEFAULT_MODEL or look_only:
-                raise ModelFileError(f"{model} could not be fetched or converted: {e}") from e
-            log.warning("the official checkpoint %s could not be fetched or converted (%s); using the prebuilt "
-                        "files instead (--source prebuilt)", model, e)
+        except (HubUnreachable, RepoUnavailable) as e:  # not fetched: the one case the prebuilt files stand in for
+            if source == "official" or model != DEFAULT_MODEL or look_only or exact:
+                why = " (--exact runs only the official checkpoint, converted to F32)" if exact else ""
+                raise ModelFileError(f"{model} could not be fetched: {e}{why}") from e
+            log.warning("the official checkpoint %s could not be fetched (%s); using the prebuilt files instead "
+                        "(--source prebuilt)", model, e)
             if hub.report:
                 hub.report(f"{model} unavailable; using the prebuilt files")
+        except (ModelFileError, ValueError, OSError) as e:  # fetched, but not converted: say so, use nothing else
+            raise ModelFileError(f"{model} {'is not ready' if look_only else 'could not be converted'}: {e}") from e
     return _prebuilt(vision, llm, models_dir, download and not look_only, SOURCES["prebuilt"], hub)
 
 

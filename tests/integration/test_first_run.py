@@ -241,17 +241,18 @@ def test_no_flags_fetch_apples_checkpoint_and_convert_it_once_without_torch(appl
     assert len(converted) == 1 and not any(".tmp" in p.name for p in converted)
 
 
-def test_an_unconvertible_official_repo_falls_back_to_the_prebuilt_files(published, photo, tmp_path):
+def test_an_unconvertible_official_repo_is_an_error_not_the_prebuilt_files(published, photo, tmp_path):
+    """Fetched but not convertible (here: a broken config.json): the error names it; the third party's Q4_K_M
+    never stands in silently (it does only when the official repo cannot be fetched)."""
     hub = hub_with(published, ONNX_COMMUNITY, GGUF_NEW)
     hub.add("apple/FastVLM-0.5B", "config.json", b"{not json")
     hub.add("apple/FastVLM-0.5B", "model.safetensors", b"\0" * 16)
     try:
         run = predict(env_for(hub.url, tmp_path / "hf"), photo)
-        explicit = predict(env_for(hub.url, tmp_path / "hf"), photo, "--source", "official")
+        exact = predict(env_for(hub.url, tmp_path / "hf"), photo, "--exact")
     finally:
         hub.stop()
-    assert run.returncode == 0, run.stderr
-    assert "using the prebuilt files" in run.stderr
-    assert json.loads(run.stdout)["sources"]["llm"] == f"{GGUF_NEW}/fastvlm_qwen2_Q4_K_M.gguf (downloaded)"
-    assert explicit.returncode == 2 and "could not be fetched or converted" in explicit.stderr
-    assert "Traceback" not in explicit.stderr
+    for done in (run, exact):
+        assert done.returncode == 2 and "apple/FastVLM-0.5B could not be converted" in done.stderr, done.stderr
+        assert "using the prebuilt files" not in done.stderr and "Traceback" not in done.stderr
+    assert not list((tmp_path / "hf" / "hub").glob(f"models--{GGUF_NEW.replace('/', '--')}"))  # nothing fetched

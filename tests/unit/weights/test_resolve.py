@@ -1,4 +1,5 @@
-"""fastvlm.weights.resolve's look-only mode: the app's start-up check takes files that are ready, nothing else."""
+"""fastvlm.weights.resolve: the look-only mode (the app's start-up check takes files that are ready, nothing else);
+the official source's fallback to the prebuilt files only when the checkpoint cannot be fetched."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import importlib
 
 import pytest
 
+from fastvlm.convert.checkpoint import CheckpointError
 from fastvlm.engine.events import ModelFileError
-from fastvlm.weights import Hub, resolve
+from fastvlm.weights import Hub, HubUnreachable, resolve
+from fastvlm.weights.hub import RepoUnavailable
 
 resolve_module = importlib.import_module("fastvlm.weights.resolve")  # the package re-exports the function
 
@@ -24,3 +27,45 @@ def test_look_only_neither_downloads_converts_nor_falls_back(monkeypatch):
     with pytest.raises(ModelFileError, match="not converted yet"):
         resolve(look_only=True, hub=Hub())
     assert calls == [(False, False)]
+
+
+# -- the official source falls back only when the checkpoint cannot be fetched (issue #20 item 5) ----------------
+PREBUILT = object()
+
+
+def _official_raises(monkeypatch, error: BaseException) -> list:
+    calls = []
+
+    def converted(repo, hub, quant, download, threads, report, convert):
+        calls.append(quant)
+        raise error
+
+    monkeypatch.setattr(resolve_module.official, "converted", converted)
+    monkeypatch.setattr(resolve_module, "_prebuilt", lambda *a: PREBUILT)
+    return calls
+
+
+def test_a_quant_typo_fails_before_anything_is_fetched(monkeypatch):
+    calls = _official_raises(monkeypatch, AssertionError("must not be reached"))
+    with pytest.raises(ValueError, match=r"--quant \(or FASTVLM_QUANT\) must be one of .*got 'q4km'"):
+        resolve(quant="q4km", hub=Hub())
+    assert calls == []
+
+
+@pytest.mark.parametrize("error", [CheckpointError("checkpoint.py: a tensor this converter does not know"),
+                                   OSError(28, "No space left on device"),
+                                   ModelFileError("apple/FastVLM-0.5B has no config.json + *.safetensors")])
+def test_a_checkpoint_that_was_fetched_but_not_converted_is_an_error_not_the_prebuilt_files(monkeypatch, error):
+    _official_raises(monkeypatch, error)
+    with pytest.raises(ModelFileError, match="could not be converted") as e:
+        resolve(hub=Hub())
+    assert str(error) in str(e.value)
+
+
+@pytest.mark.parametrize("error", [HubUnreachable("the Hugging Face Hub could not be reached"),
+                                   RepoUnavailable("apple/FastVLM-0.5B cannot be downloaded: RepositoryNotFoundError")])
+def test_a_checkpoint_that_cannot_be_fetched_falls_back_but_never_under_exact(monkeypatch, error):
+    _official_raises(monkeypatch, error)
+    assert resolve(hub=Hub()) is PREBUILT
+    with pytest.raises(ModelFileError, match="--exact runs only the official checkpoint"):
+        resolve(quant="f32", hub=Hub(), exact=True)

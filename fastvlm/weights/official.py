@@ -8,6 +8,7 @@ half-written one (a killed process, a full disk) is never used; the next start c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -25,17 +26,30 @@ DEFAULT_MODEL = "apple/FastVLM-0.5B"
 # What a conversion reads: weights (one file or shards + index), config, slow-tokenizer files.
 PATTERNS = ["config.json", "*.safetensors", "model.safetensors.index.json", "vocab.json", "merges.txt",
             "tokenizer_config.json", "added_tokens.json", "special_tokens_map.json", "generation_config.json"]
-CONVERTER_MODULES = ("build.py", "vision_graph.py", "text_gguf.py", "qwen2_gguf.py", "quantize.py", "arch.py",
-                     "checkpoint.py", "vocab.py", "safetensors_np.py")
+CONVERTER = Path(__file__).resolve().parents[1] / "convert"
+# what shapes the two files besides the code: the GGUF writer and llama.cpp's quantizer
+CONVERTER_PACKAGES = ("gguf", "llama-cpp-python", "onnx", "numpy")
 DONE = "conversion.json"  # written last: its presence marks a complete folder
 
 
+def converter_sources() -> list[Path]:
+    """Every file of the converter package (code, GGUF metadata and chat template, quantization, manifests)."""
+    return sorted(p for p in CONVERTER.rglob("*") if p.suffix in (".py", ".json") and "__pycache__" not in p.parts)
+
+
 def converter_version() -> str:
-    """A hash of the converter's code: a changed converter converts again instead of reusing old output."""
-    here = Path(__file__).resolve().parents[1] / "convert"
+    """A hash of the converter's files and of the packages that write the outputs: a changed converter, chat
+    template or eos, or another gguf / llama-cpp-python, converts again instead of reusing old output."""
+    from importlib.metadata import PackageNotFoundError, version
+
     h = hashlib.sha256()
-    for name in CONVERTER_MODULES:
-        h.update((here / name).read_bytes())
+    for path in converter_sources():
+        h.update(path.relative_to(CONVERTER).as_posix().encode() + b"\0" + path.read_bytes())
+    for package in CONVERTER_PACKAGES:
+        try:
+            h.update(f"{package}=={version(package)}".encode())
+        except PackageNotFoundError:
+            h.update(f"{package} missing".encode())
     return h.hexdigest()[:10]
 
 
@@ -67,17 +81,43 @@ def _snapshot(repo: str, hub: Hub, download: bool) -> Path:
 
 
 def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Callable[[str], None]) -> None:
+    """Convert into `out`, one process at a time per folder: a second one waits, then takes the first's result
+    (it never deletes a finished conversion another process may be loading)."""
     from ..convert.build import convert_checkpoint
 
-    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    say(f"converting {snapshot.parent.parent.name} (once; about a minute for 0.5B)")
-    try:
-        convert_checkpoint(snapshot, tmp, quant, threads=threads, progress=say)
-        (tmp / DONE).write_text(json.dumps({"checkpoint": str(snapshot), "quant": quant,
-                                            "converter": converter_version()}))
-        shutil.rmtree(out, ignore_errors=True)  # an older incomplete one
-        tmp.replace(out)
-    except BaseException:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out.with_name(out.name + ".lock"), lambda: say(f"waiting for another conversion into {out}")):
+        if (out / DONE).is_file():
+            return
+        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        say(f"converting {snapshot.parent.parent.name} (once; about a minute for 0.5B)")
+        try:
+            convert_checkpoint(snapshot, tmp, quant, threads=threads, progress=say)
+            (tmp / DONE).write_text(json.dumps({"checkpoint": str(snapshot), "quant": quant,
+                                                "converter": converter_version()}))
+            shutil.rmtree(out, ignore_errors=True)  # an incomplete one (no DONE): a killed run of older code
+            tmp.replace(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path, waiting: Callable[[], None]):
+    """An exclusive lock on the file `lock` (POSIX flock; elsewhere none): `waiting()` is told when it is held."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; conversions then race as before
+        yield
+        return
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

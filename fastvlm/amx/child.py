@@ -4,7 +4,8 @@
 
 Q8_0 weights whose sizes are multiples of 32 go to llama.cpp's AMX buffer on an AMX CPU, and a batch of more
 than one position runs its tile kernel (`ggml_backend_amx_mul_mat` -> `ldtilecfg`), where a miscompiled build
-dies by SIGSEGV. Prints `ok <variant>` and exits 0 when the model answered.
+dies by SIGSEGV. Prints `ok <variant> <AMX_INT8 or -> ` (whether the backend has AMX kernels at all) and exits 0
+when the model answered.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ def write_probe_model(folder: Path) -> Path:
     return q8
 
 
-def run_probe(folder: Path, threads: int = 2) -> str:
-    """Load the probe model with llama.cpp's extra buffers (AMX) on, prefill one batch, sample two tokens."""
+def run_probe(folder: Path, threads: int = 2) -> tuple[str, bool]:
+    """Load the probe model with llama.cpp's extra buffers (AMX) on, prefill one batch, sample two tokens.
+    Returns (the CPU variant that ran, whether it was built with AMX int8)."""
     from ..engine.config import EngineConfig, GenerationOptions
     from ..engine.kv import Tokens
-    from ..engine.llamalib import cpu_variant
+    from ..engine.llamalib import cpu_variant, features_in_use, import_llama
     from ..engine.lm import LlamaLM
 
     llm = write_probe_model(folder)
@@ -48,14 +50,16 @@ def run_probe(folder: Path, threads: int = 2) -> str:
         tokens = lm.generate(GenerationOptions(max_new_tokens=2))
         next(tokens), next(tokens)
         tokens.close()
+        amx = "AMX_INT8" in features_in_use(import_llama())
     finally:
         lm.close()
-    return cpu_variant()
+    return cpu_variant(), amx
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    print("ok", run_probe(Path(argv[0])), flush=True)
+    variant, amx = run_probe(Path(argv[0]))
+    print("ok", variant, "AMX_INT8" if amx else "-", flush=True)
     return 0
 
 

@@ -21,7 +21,7 @@ QUANT_BY_CLASS = {"amx": "q8_0", "bf16": "bf16", "other": "q8_0"}
 
 def cpu_class(verdict: Verdict, flags: frozenset[str] | None = None) -> str:
     flags = cpu_flags() if flags is None else flags
-    if verdict.status == "works":
+    if verdict.status == "works" and verdict.amx_kernels:
         return "amx"
     return "bf16" if native_bf16(flags) else "other"
 

@@ -41,6 +41,7 @@ class Verdict:
     extra_buffers: bool
     detail: str = ""  # the child's last words, or the signal it died by
     variant: str = ""  # the llama.cpp CPU variant the child ran (works only)
+    amx_kernels: bool = False  # that backend was built with AMX int8 (works only; else AMX is simply unused)
 
     @property
     def notice(self) -> str:
@@ -54,7 +55,9 @@ class Verdict:
 
     @property
     def summary(self) -> str:
-        return {"works": f"AMX int8 works ({self.variant or 'native'} build)", "no-amx": "no AMX on this CPU",
+        build = f"{self.variant or 'native'} build"
+        works = f"AMX int8 works ({build})" if self.amx_kernels else f"this llama.cpp ({build}) has no AMX kernels"
+        return {"works": works, "no-amx": "no AMX on this CPU",
                 "no-llama": "llama-cpp-python is not installed"}.get(self.status, self.notice)
 
 
@@ -117,7 +120,7 @@ def run_child(command: list[str], timeout_s: float = TIMEOUT_S) -> Verdict:
         return Verdict("crashed", False, f"the probe died by {name}")
     words = done.stdout.split()
     if done.returncode == 0 and words[:1] == ["ok"]:
-        return Verdict("works", True, variant=words[1] if len(words) > 1 else "")
+        return Verdict("works", True, variant=words[1] if len(words) > 1 else "", amx_kernels="AMX_INT8" in words[2:])
     return Verdict("failed", False, f"exit {done.returncode}: {last}" if last else f"exit {done.returncode}")
 
 

@@ -20,7 +20,7 @@ AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_int8", "amx_
 AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_bf16"})
 AVX2 = frozenset({"avx2", "fma"})
 SEGFAULT = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]  # a real SIGSEGV in the child
-OK = [sys.executable, "-c", "print('ok sapphirerapids')"]
+OK = [sys.executable, "-c", "print('ok sapphirerapids AMX_INT8')"]
 ERROR = [sys.executable, "-c", "import sys; sys.exit('llama.cpp could not load the probe model')"]
 
 
@@ -70,7 +70,8 @@ def test_the_verdict_is_cached_per_build_and_cpu(tmp_path, _library):
 
 def test_a_probe_that_answers_keeps_amx_on(tmp_path):
     v = amx_verdict(tmp_path, child(OK), flags=AMX, model="Xeon")
-    assert (v.status, v.extra_buffers, v.variant, v.notice) == ("works", True, "sapphirerapids", "")
+    assert (v.status, v.extra_buffers, v.notice) == ("works", True, "")
+    assert (v.variant, v.amx_kernels) == ("sapphirerapids", True)
     assert llama_settings(v).extra_buffers is True
 
 
@@ -90,7 +91,8 @@ def test_a_cpu_without_amx_int8_runs_no_probe(tmp_path, flags):
 
 
 @pytest.mark.parametrize(("verdict", "flags", "klass", "quant"), [
-    (Verdict("works", True), AMX, "amx", "q8_0"),  # AMX int8 kernels: Q8_0
+    (Verdict("works", True, amx_kernels=True), AMX, "amx", "q8_0"),  # AMX int8 kernels: Q8_0
+    (Verdict("works", True, amx_kernels=False), AMX, "bf16", "bf16"),  # a llama.cpp without AMX kernels
     (Verdict("crashed", False), AMX, "bf16", "bf16"),  # AMX broken here, native bf16 remains: BF16
     (Verdict("no-amx", True), AVX512_BF16, "bf16", "bf16"),
     (Verdict("no-amx", True), AVX2, "other", "q8_0"),

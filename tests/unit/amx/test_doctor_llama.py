@@ -11,7 +11,7 @@ from fastvlm.verify.doctor import llama as doctor_llama
 
 @pytest.mark.parametrize(("verdict", "status", "klass"), [
     (Verdict("crashed", False, "the probe died by SIGSEGV"), "warn", "bf16: --quant auto writes BF16"),
-    (Verdict("works", True, variant="sapphirerapids"), "ok", "amx: --quant auto writes Q8_0"),
+    (Verdict("works", True, variant="sapphirerapids", amx_kernels=True), "ok", "amx: --quant auto writes Q8_0"),
 ])
 def test_the_section_shows_variant_verdict_and_class(verdict, status, klass):
     section, got = doctor_llama.llama_section(verdict, frozenset({"avx512_bf16", "amx_int8", "amx_tile"}))

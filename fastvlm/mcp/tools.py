@@ -7,10 +7,10 @@ Two tools, deliberately: `ask_image(image, question, resolution)` and `describe_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from ..engine.config import GenerationOptions, check_resolution
-from ..engine.events import Result
+from ..engine.events import Result, StopReason
 from ..engine.preprocess import FORMATS_HINT
 from ..engine.prompt import clean_user_text
 from .settings import McpSettings
@@ -95,7 +95,8 @@ OUTPUT_SCHEMA = _object({
     "ttft_s": {"type": "number", "description": "seconds from the start of the answer to its first token"},
     "total_s": {"type": "number", "description": "seconds the whole answer took (waiting in line excluded)"},
     "new_tokens": {"type": "integer"},
-    "stop_reason": {"type": "string", "description": "end_of_turn, max_tokens, context_full, stop or cancelled"},
+    "stop_reason": {"type": "string", "enum": list(get_args(StopReason)),
+                    "description": "why the answer ended: " + ", ".join(get_args(StopReason))},
     "notices": {"type": "array", "items": {"type": "string"}, "description": "warnings about the answer"},
 }, ["answer", "ttft_s"])
 

@@ -38,6 +38,18 @@ def test_two_tools_whose_descriptions_state_the_limits():
     assert "30 s" in specs[0]["description"] and "default 512" in str(specs[1]["inputSchema"])
 
 
+def test_the_output_schema_lists_exactly_the_engines_stop_reasons():
+    from typing import get_args
+
+    from fastvlm.engine.events import StopReason
+    from fastvlm.mcp.tools import OUTPUT_SCHEMA
+
+    field = OUTPUT_SCHEMA["properties"]["stop_reason"]
+    assert field["enum"] == list(get_args(StopReason))
+    assert "end_of_text" in field["description"] and "stop_string" in field["description"]
+    assert "stop," not in field["description"] and not field["description"].endswith(" stop")
+
+
 def test_arguments_become_one_request_or_a_tool_error_saying_what_to_send():
     settings = McpSettings(max_new_tokens=7, describe_question="Describe it.")
     ask = parse_call("ask_image", {"image": IMAGE, "question": " What\x00 is it? ", "resolution": 512}, settings)

@@ -1,0 +1,35 @@
+"""The journeys printout states each target with the statistic it is judged on, and judges that statistic."""
+
+from __future__ import annotations
+
+from fastvlm.bench.journey_report import TARGETS, print_journeys, verdicts
+
+
+def _timing(median: float, p90: float) -> dict:
+    return {"median_s": median, "p90_s": p90, "min_s": median, "max_s": p90, "n": 5}
+
+
+def report(journeys: dict, size: int = 1024) -> dict:
+    return {"machine": {"cpu": "test CPU", "cpu_features": ["AVX2"], "threads": 2}, "resolution": size,
+            "model": {"model": "m", "vision_runtime": "v"}, "load_before": 0.0, "journeys": journeys,
+            "targets_met": verdicts(journeys, size)}
+
+
+def test_stop_is_judged_on_the_statistic_the_printout_names(capsys):
+    slow_sometimes = {"stop": _timing(0.05, 0.5), "upload_ask": _timing(0.1, 0.3)}
+    met = verdicts(slow_sometimes, 1024)
+    assert met["stop"] is False  # quick half the time is not quick: the p90 is judged
+    assert met["upload_ask"] is True and "p90_s" in TARGETS["stop"]
+    print_journeys(report(slow_sometimes))
+    lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["stop"].endswith("MISSES target p90 ≤ 0.3 s")
+    assert lines["upload_ask"].endswith("meets target median ≤ 0.2 s")
+
+
+def test_every_target_is_printed_with_its_statistic_and_wer_says_it_has_none(capsys):
+    journeys = {"live": {**_timing(1.0, 2.0), "answered": 9, "offered": 10, "skipped": 1, "lag_s": 2.0},
+                "voice": {**_timing(0.9, 1.1), "wer": 0.28}}
+    print_journeys(report(journeys))
+    out = capsys.readouterr().out
+    assert "target skipped ≤ 10%, lag ≤ 4.0 s" in out
+    assert "WER 0.28 (no target)" in out and "target median ≤ 1.0 s" in out

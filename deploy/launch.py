@@ -65,6 +65,10 @@ class StackConfig:
         return [self.first_port + i for i in range(self.replicas)]
 
     @property
+    def threads_per_replica(self) -> int:
+        return self.threads or max(1, (os.cpu_count() or 1) // self.replicas)
+
+    @property
     def public_names(self) -> list[str]:
         return [n for n in self.server_name.split() if n != "_"]
 
@@ -91,8 +95,7 @@ def replica_command(config: StackConfig, port: int) -> list[str]:
     if config.public_names:
         args += ["--allowed-hosts", ",".join(config.public_names)]
     if "--threads" not in config.app_args:
-        threads = config.threads or max(1, (os.cpu_count() or 1) // config.replicas)
-        args += ["--threads", str(threads)]
+        args += ["--threads", str(config.threads_per_replica)]
     return args + list(config.app_args)
 
 

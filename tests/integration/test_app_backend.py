@@ -33,7 +33,7 @@ def test_a_second_instance_answers_through_the_first(server_a, tiny_engine, tmp_
 
     photo = tmp_path / "p.png"
     Image.new("RGB", (96, 64), (200, 40, 90)).save(photo)
-    args = app.build_parser().parse_args(["--backend", server_a, "--api-key", "secret-a", "--no-api"])
+    args = app.build_parser().parse_args(["--backend", server_a, "--backend-key", "secret-a", "--no-api"])
     remote = app.load_engine(args)
     demo_b = create_app(remote)
     _, url_b, _ = launch(demo_b, "127.0.0.1", free_port(), block=False)

@@ -204,6 +204,8 @@ class Engine:
         t_pre = self._clock() - t
         t = self._clock()
         with _on_cancel(cancel, getattr(self.vision, "cancel", None)):
+            if cancel is not None and cancel.cancelled:  # a Stop before the encode began: the runtime's cancel
+                raise EncodeCancelled()  # had nothing in flight to stop, so it is honoured here
             emb = self.vision.encode(pixels)  # (N, D)
         t_enc = self._clock() - t
         self._embeddings.put(key, emb)

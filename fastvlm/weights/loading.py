@@ -15,6 +15,7 @@ from typing import Any
 from ..engine.events import Busy, Event, ModelFileError, Request
 
 log = logging.getLogger(__name__)
+CLOSE_WAIT_S = 2.0  # how long close() waits for a load in progress
 
 
 class BackgroundLoad:
@@ -27,6 +28,8 @@ class BackgroundLoad:
         self._error: BaseException | None = None
         self._stage = ""  # what the load is doing now ("downloading …", "warming up"), for the header
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._closing = False  # close() came first: the load closes what it builds
         self._thread = threading.Thread(target=self._run, name="engine-load", daemon=True)
 
     def start(self) -> "BackgroundLoad":
@@ -36,7 +39,13 @@ class BackgroundLoad:
     def _run(self) -> None:
         t = time.perf_counter()
         try:
-            self._engine = self._load()
+            engine = self._load()
+            with self._lock:
+                abandoned = self._closing
+                self._engine = None if abandoned else engine
+            if abandoned:
+                engine.close()
+                return
             log.info("model ready in %.1f s", time.perf_counter() - t)
         except BaseException as e:  # reported through describe() and every request
             self._error = e
@@ -86,7 +95,14 @@ class BackgroundLoad:
     def busy(self) -> bool:
         return self.state != "ready" or self._engine.busy
 
-    def close(self) -> None:
-        self._done.wait()
+    def close(self, wait: float | None = CLOSE_WAIT_S) -> None:
+        """Close the engine. A load still running (a download, a conversion) is waited for `wait` seconds at most
+        (Ctrl-C must not wait for a whole download): then it is abandoned - its daemon thread ends with the
+        process, and an engine it still builds is closed."""
+        with self._lock:
+            self._closing = True
+        if not self._done.wait(wait):
+            log.warning("closing while the model still loads (%s): not waiting for it", self._stage or "loading")
+            return
         if self._engine is not None:
             self._engine.close()

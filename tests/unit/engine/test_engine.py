@@ -198,6 +198,26 @@ def test_cancel_abandons_an_encode_and_frees_the_engine():
     assert not engine.busy
 
 
+def test_a_stop_that_lands_before_the_encode_starts_is_not_lost(monkeypatch):
+    """Stop during preprocessing: the runtime's cancel has nothing in flight yet, so the engine must not encode."""
+    from fastvlm.engine import engine as engine_module
+    from fastvlm.engine.cancel import CancelToken
+
+    token, real = CancelToken(), engine_module.preprocess.to_pixels
+
+    def to_pixels_then_stop(*args, **kwargs):
+        out = real(*args, **kwargs)
+        token.cancel()  # the Stop arrives while the image is being prepared
+        return out
+
+    monkeypatch.setattr(engine_module.preprocess, "to_pixels", to_pixels_then_stop)
+    vision, lm = FakeVision(), FakeLM(b"never")
+    engine = Engine(vision, lm, EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+    (done,) = engine.stream(Request(np.zeros((8, 8, 3), np.uint8), "q"), cancel=token)
+    assert done.stats.stop_reason == "cancelled" and vision.calls == 0 and lm.prefills == []
+    assert not engine.busy
+
+
 def test_cancel_stops_a_prefill_between_chunks_and_decoding_at_once():
     from fastvlm.engine.cancel import CancelToken
 

@@ -46,3 +46,21 @@ def test_the_header_says_loading_then_names_the_model():
     failed = header_markdown({**planned, "state": "failed", "error": "<weights> missing"}, "T")
     assert "could not be loaded" in failed and "&lt;weights&gt;" in failed
     assert "loading" not in header_markdown({**planned, "state": "ready", "model": "m"}, "T")
+
+
+def test_closing_during_a_long_load_does_not_wait_for_it_and_the_late_engine_is_closed():
+    """Ctrl-C during a first-run download: close() returns at once; what the load builds later is closed."""
+    release, closed = threading.Event(), []
+
+    class LateEngine:
+        def close(self):
+            closed.append(True)
+
+    loader = BackgroundLoad(lambda: (release.wait(30), LateEngine())[1], {"resolution": 1024}).start()
+    closer = threading.Thread(target=loader.close, kwargs={"wait": 0.2})
+    closer.start()
+    closer.join(5)
+    assert not closer.is_alive()  # did not wait for the download
+    release.set()
+    loader._thread.join(5)
+    assert closed == [True] and loader.state == "failed"

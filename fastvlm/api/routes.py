@@ -136,6 +136,6 @@ def _model_card(model_id: str, created: float) -> dict:
 
 def mount_api(app: FastAPI, engine, settings: ApiSettings, *, host: str | None, share: bool = False) -> FastAPI:
     """Check the bind (see `check_bind`) and add the API's routes to `app`; returns `app`."""
-    check_bind(host, settings, share)
-    app.include_router(build_router(engine, settings, host))
+    check_bind(host, settings, share)  # a share link needs a key, and arrives under the link's name
+    app.include_router(build_router(engine, settings, None if share else host))
     return app

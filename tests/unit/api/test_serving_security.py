@@ -90,6 +90,20 @@ def test_on_loopback_other_hosts_and_origins_are_refused():
         assert r.status_code == 200
 
 
+def test_through_a_share_link_the_links_name_is_accepted_and_the_key_protects():
+    from fastapi import FastAPI
+
+    from fastvlm.api import ApiSettings, mount_api
+    from fastvlm.api.server import BackgroundServer
+
+    engine, _ = make_engine()
+    api = mount_api(FastAPI(), engine, ApiSettings(api_key=KEY), host="127.0.0.1", share=True)
+    with BackgroundServer(api) as server:
+        link = {"Host": "abc123.gradio.live", "Authorization": f"Bearer {KEY}"}
+        assert httpx.get(server.url + "/v1/models", headers=link).status_code == 200
+        assert httpx.get(server.url + "/v1/models", headers={"Host": "abc123.gradio.live"}).status_code == 401
+
+
 # -- 5: messages joined linearly, and a cap on them ----------------------------------------------------------------
 def test_a_flood_of_short_messages_is_refused_at_once_and_same_role_runs_cannot_escape_the_turn_cap(monkeypatch):
     engine, lm = make_engine(script=b"Hello!")

@@ -18,6 +18,7 @@ from ..engine.events import ModelFileError
 from . import official
 from .hub import Hub, HubUnreachable, RepoUnavailable
 from .official import DEFAULT_MODEL
+from .pins import PinMismatch
 from .sources import LOCAL_NAMES, PARTS, SOURCES, Candidate, Source
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ def _prebuilt(vision: Path | None, llm: Path | None, models_dir: Path | None, do
     for part, explicit in (("vision", vision), ("llm", llm)):
         try:
             found[part], origin[part] = _one(part, explicit, models_dir, download, src, hub)
+        except PinMismatch:
+            raise  # not missing: there, and refused (its message says how to re-pin)
         except ModelFileError as e:
             missing.append(str(e))
     if missing:

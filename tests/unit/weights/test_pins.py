@@ -5,6 +5,9 @@ plain file names (never '..', a folder or an absolute path)."""
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,26 @@ def test_external_data_names_must_be_plain_file_names(tmp_path, name):
     with pytest.raises(ModelFileError, match="only a plain file name"):
         resolve_module._complete(path, Candidate("someone/exports", "onnx/vision.onnx"), NoHub(), fetch=True)
     assert asked == [] and not (tmp_path / "own").exists()  # nothing fetched, nothing written
+
+
+def test_doctor_and_later_runs_refuse_a_pinned_file_that_changed(tmp_path, tiny_models):
+    """`doctor` on the prebuilt files in the cache: the first run pins them, a changed byte is then refused."""
+    hub = tmp_path / "hf" / "hub"
+    cache_file(hub, "onnx-community/FastVLM-0.5B-ONNX", "onnx/vision_encoder.onnx", tiny_models.vision.read_bytes())
+    llm = cache_file(hub, "musk12/apple-fastvlm-cpu-inference-models", "fastvlm_qwen2_Q4_K_M.gguf",
+                     tiny_models.llm.read_bytes())
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+
+    def doctor():
+        return subprocess.run([sys.executable, "-m", "fastvlm", "doctor", "--source", "prebuilt", "--no-download",
+                               "--facts-only"], env=env, capture_output=True, text=True, timeout=300)
+
+    first = doctor()
+    assert first.returncode == 0, first.stdout[-2000:]
+    data = bytearray(llm.read_bytes())
+    data[-1] ^= 1
+    llm.write_bytes(bytes(data))
+    changed = doctor()
+    assert changed.returncode == 1
+    assert "fastvlm_qwen2_Q4_K_M.gguf is not the file that was pinned" in changed.stdout
+    assert "re-pin it: delete its entry in" in changed.stdout and "connect to the internet" not in changed.stdout

@@ -81,6 +81,10 @@ class SnapshotStore:
             self._items.move_to_end(best.ids)
         return best
 
+    def discard(self, snap: Snapshot) -> None:
+        """Forget `snap` (one that could not be restored: it would fail every later request with its image)."""
+        self._items.pop(snap.ids, None)
+
     def clear(self) -> None:
         self._items.clear()
 

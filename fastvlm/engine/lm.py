@@ -190,8 +190,7 @@ class LlamaLM:
         keep = common_prefix(self._held, wanted)
         snap = self._snapshots.best(wanted, better_than=keep)
         if snap is not None:
-            self._restore(snap)
-            keep = len(snap.ids)
+            keep = len(snap.ids) if self._restore(snap) else 0
         if logits:
             keep = min(keep, len(wanted) - 1)  # the last position is evaluated again, for its logits
         self._truncate(keep)
@@ -266,13 +265,18 @@ class LlamaLM:
         n = self._ll.llama_state_seq_get_data(self._ctx, buf, size, 0)
         self._snapshots.put(Snapshot(ids, ctypes.string_at(buf, n)))  # one memcpy (slicing made 3.7 M ints: 30 ms)
 
-    def _restore(self, snap: Snapshot) -> None:
+    def _restore(self, snap: Snapshot) -> bool:
+        """Load `snap` into the context; False (context emptied, snapshot dropped) when llama.cpp refuses it:
+        the prompt is then prefilled from the start instead of failing this and every later request."""
         self._ll.llama_memory_seq_rm(self._mem, 0, -1, -1)
         data = (ctypes.c_uint8 * len(snap.data)).from_buffer_copy(snap.data)
         if self._ll.llama_state_seq_set_data(self._ctx, data, len(snap.data), 0) == 0:
+            log.warning("a KV snapshot (%d positions) could not be restored: dropped, prefilling instead", len(snap.ids))
+            self._snapshots.discard(snap)
             self.reset()
-            raise RuntimeError("restoring a KV snapshot failed")
+            return False
         self._held = list(snap.ids)
+        return True
 
     # -- decode -------------------------------------------------------------
     def generate(self, options: GenerationOptions, seed: int = 0) -> Iterator[int]:

@@ -40,7 +40,8 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
     app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
     auth = {"auth": page_login(page_key), "auth_message": PAGE_LOGIN_MESSAGE} if page_key else {}
     served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
-                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, **launch_style(), **auth,
+                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, head=getattr(demo, "page_head", None),
+                         **launch_style(), **auth,
                          mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
     sweeper = getattr(demo, "cache_sweeper", None)
     if sweeper is not None:

@@ -9,6 +9,7 @@ import gradio as gr
 
 from .backend import Backend
 from .cache import CacheSweeper
+from .capture import capture_head
 from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
@@ -38,6 +39,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
     demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
+    demo.page_head = capture_head(settings)  # how the microphones are opened; app.launch puts it in the page
     return demo
 
 

@@ -33,7 +33,7 @@ PHASES = {
     "listening": "Listening: ask a question",
     "hearing": "Hearing you…",
     "thinking": "Thinking…",
-    "speaking": "Speaking (the microphone waits)",
+    "speaking": "Speaking",
 }
 NO_MIC = ("No sound is arriving from the microphone: allow microphone access for this page (the icon in the "
           "address bar), then press Start again.")
@@ -101,17 +101,17 @@ def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
         session.frame = frame
 
 
-def hear(session: VoiceSession, audio, echo_margin_s: float, settle_s: float = 0.0) -> tuple:
-    """A microphone chunk: yields (speech starts, questions, status) updates. Never raises: an error would
-    end the microphone's stream."""
+def hear(session: VoiceSession, audio, echo_margin_s: float, settle_s: float = 0.0, barge_in: bool = False) -> tuple:
+    """A microphone chunk: yields (speech starts, questions, status, spoken answer) updates; the spoken answer is
+    emptied (its sound stops) when the person spoke over it. Never raises: an error would end the stream."""
     if audio is None:
-        return gr.skip(), gr.skip(), gr.skip()
-    before = session.phase
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    before, barged = session.phase, session.barge_ins
     try:
-        events = listen(session, audio[0], audio[1], echo_margin_s, settle_s=settle_s)
+        events = listen(session, audio[0], audio[1], echo_margin_s, settle_s=settle_s, barge_in=barge_in)
     except Exception as e:  # a broken chunk: drop it, keep listening
         log.warning("a microphone chunk was dropped: %s", e, exc_info=True)
-        return gr.skip(), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
     for event in events:
         if isinstance(event, SpeechStarted):
             session.phase = "hearing"
@@ -120,7 +120,8 @@ def hear(session: VoiceSession, audio, echo_margin_s: float, settle_s: float = 0
     if session.phase == "speaking" and session.speech_over(echo_margin_s):
         session.phase = "listening"
     status = status_html(session.phase) if session.phase != before else gr.skip()
-    return session.starts if events else gr.skip(), session.questions if events else gr.skip(), status
+    silence = None if session.barge_ins != barged else gr.skip()
+    return session.starts if events else gr.skip(), session.questions if events else gr.skip(), status, silence
 
 
 def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retries: int = 5) -> None:
@@ -246,7 +247,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
 
     def on_chunk(state, audio):
-        return hear(state, audio, settings.voice_echo_margin_s, settings.voice_chunk_s)
+        return hear(state, audio, settings.voice_echo_margin_s, settings.voice_chunk_s, settings.voice_barge_in)
 
     def on_answer(state):
         for update in answer(engine, speech, state, settings):
@@ -263,8 +264,8 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     mic.start_recording(lambda state: microphone_on(speech, state, settings.voice_early_stt_ms), session, status,
                         **INSTANT, **hidden)
     mic.stop_recording(microphone_off, session, status, **INSTANT, **hidden)
-    mic.stream(on_chunk, [session, mic], [starts, questions, status], stream_every=settings.voice_chunk_s,
-               concurrency_id="voice-mic", concurrency_limit=None, **hidden)
+    mic.stream(on_chunk, [session, mic], [starts, questions, status, ui["speaker"]],
+               stream_every=settings.voice_chunk_s, concurrency_id="voice-mic", concurrency_limit=None, **hidden)
     starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
                   trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **hidden)
     answering = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",

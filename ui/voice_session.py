@@ -128,6 +128,7 @@ class VoiceSession:
     utterance: Utterance | None = None
     turn: int = 0  # bumped by every new question, Stop and push-to-talk: an older answer stops at its next token
     speech: SpeechQueue | None = None
+    barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     first_sound_from: float | None = None  # the current turn's end of speech, until its first sentence plays
     files: list[Path] = field(default_factory=list)  # spoken answer files, oldest first
@@ -183,8 +184,11 @@ class VoiceSession:
 
 # -- listening ----------------------------------------------------------------------------------------------------
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
-           clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0) -> list[TurnEvent]:
-    """One microphone chunk -> the turn events it caused. Deaf while the app's own answer plays.
+           clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0,
+           barge_in: bool = False) -> list[TurnEvent]:
+    """One microphone chunk -> the turn events it caused. While the app's own answer plays: deaf, or with
+    `barge_in` (the page's echo cancellation keeps the answer's voice out) speech stops the answer, speech and
+    decoding, and is the next question (`barge_ins` counts them: the page silences the player).
 
     The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
     being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost)."""
@@ -194,7 +198,8 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     now = clock()
     audio = to_mono_16k(sample_rate, chunk)
     d = taker.detector
-    deaf = now < session.playing_until + echo_margin_s
+    playing = now < session.playing_until + echo_margin_s
+    deaf = playing and not barge_in
     if deaf and not d.muted:
         d.mute()  # drops any half-heard utterance: it was the app's own voice
     elif not deaf and d.muted:
@@ -205,7 +210,9 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     for event in events:
         if isinstance(event, SpeechStarted):
             session.question_frame, session.starts = session.frame, session.starts + 1
-            session.interrupt()  # barge-in: the person talks over the answer
+            if playing or (session.speech is not None and not session.speech.done):
+                session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
+            session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
         elif isinstance(event, UtteranceEnded):
             ended = now - (session.heard_s - event.end_s)  # the end was known only after some silence
             session.ask(event.audio, ended, getattr(event, "transcript", None))

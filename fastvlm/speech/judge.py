@@ -34,7 +34,7 @@ _SMART_TURN_S = 8  # the model hears the last 8 s, zero-padded in front
 # possessives, question words and fillers. "What is this?" ends on "this": finished; "Where is" is not.
 DANGLING = frozenset("""
 a an the of on in at to for with from by about into onto behind under over near between like as than
-and or but so because if that whether is are was were am be been do does did can could will would should
+and or but so because if whether is are was were am be been do does did can could will would should
 shall may might must has have had my your his her our their what which who whom whose where when why how
 um uh er erm hmm mm very some any""".split())
 _TRAILING = re.compile(r"(\.\.\.|…|,|-|–|—)\s*$")

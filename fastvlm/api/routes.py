@@ -62,7 +62,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
         chat = convert.chat_input(body)
         image = await decode(chat.image_url)
         engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution)
-        events = await gate.open(engine_request, body.queue_wait_s)
+        events = await gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected)
         completion = Completion(settings.model_id)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -96,7 +96,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
             data = await upload.read()
         image = await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)
         req = EngineRequest(image, prompt, options=GenerationOptions(max_new_tokens=int(max_tokens)))
-        events = await gate.open(req)
+        events = await gate.open(req, gone=request.is_disconnected)
         return EngineResponse(plain_text(events), events, "text/plain; charset=utf-8", _NO_BUFFERING)
 
     @router.get("/v1/models")

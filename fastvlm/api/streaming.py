@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
 from starlette.requests import Request
@@ -20,6 +20,7 @@ from .schema import Completion, finish_reason, timings
 from .settings import ApiSettings
 
 log = logging.getLogger(__name__)
+GONE_POLL_S = 0.1  # how often a request that has not started answering asks whether its client is still there
 
 
 class EngineEvents:
@@ -36,9 +37,36 @@ class EngineEvents:
     async def _step(self) -> Event | None:
         return await anyio.to_thread.run_sync(next, self._events, None, limiter=self._limiter)
 
-    async def start(self) -> None:
-        """Take the first event now: raises `Busy` after the queue wait, `InputError` for a bad image."""
-        first = await self._step()
+    async def start(self, gone: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Take the first event now (the queue wait, encode and prefill come before it): raises `Busy` after the
+        queue wait, `InputError` for a bad image. Meanwhile `gone()` is asked every GONE_POLL_S, and the request
+        is cancelled when it says the client left - or when this task is cancelled (an MCP call the client
+        cancels) - so a client that gives up costs no encode and no prefill."""
+        taken = False
+
+        async def watch() -> None:
+            try:
+                while gone is None or not await gone():
+                    await anyio.sleep(GONE_POLL_S)
+                log.info("the client went away before its answer began: stopped")
+                self._cancel.cancel()
+            except anyio.get_cancelled_exc_class():
+                if not taken:
+                    self._cancel.cancel()
+                raise
+
+        first, error = None, None
+        async with anyio.create_task_group() as tg:
+            if self._cancel is not None:
+                tg.start_soon(watch)
+            try:
+                first = await self._step()
+            except Exception as e:  # noqa: BLE001 - raised below, outside the task group (which would wrap it)
+                error = e
+            taken = True
+            tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
         if first is not None:
             self._ahead.append(first)
 
@@ -81,15 +109,17 @@ class Gate:
     def _release(self) -> None:
         self._admitted -= 1
 
-    async def open(self, request: EngineRequest, wait: float | None = None) -> EngineEvents:
+    async def open(self, request: EngineRequest, wait: float | None = None,
+                   gone: Callable[[], Awaitable[bool]] | None = None) -> EngineEvents:
         """The engine's events for `request`, once it has its turn (waiting at most `queue_wait_s`, or `wait`
-        if shorter) and the first event is there; `Busy` (a 503) otherwise."""
+        if shorter) and the first event is there; `Busy` (a 503) otherwise. `gone()`: whether the client left
+        (then the wait, encode or prefill stops, and the events end with stop reason "cancelled")."""
         self._admit()
         wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
         cancel = CancelToken()
         events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel), self._limiter, self._release, cancel)
         try:
-            await events.start()
+            await events.start(gone)
         except BaseException:
             await events.aclose()
             raise

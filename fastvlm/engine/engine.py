@@ -33,6 +33,7 @@ from .vision_runtimes import precision_words
 log = logging.getLogger(__name__)
 
 OFFERED_RESOLUTIONS = (TRAINED_RESOLUTION, FAST_RESOLUTION)
+QUEUE_POLL_S = 0.05  # a request waiting for its turn looks at its cancel token this often
 
 
 class _LRU(OrderedDict):
@@ -137,20 +138,32 @@ class Engine:
 
     # -- single flight --------------------------------------------------------
     @contextmanager
-    def _turn(self, wait: float | None):
+    def _turn(self, wait: float | None, cancel: CancelToken):
+        """Hold the engine; `Busy` after `wait` s. A request cancelled while in line gets in without the engine (it
+        only ends, costing no encode and no prefill)."""
         with self._guard:
             self._waiting += 1
         try:
-            got = self._lock.acquire(timeout=-1 if wait is None else max(wait, 0))
+            got = self._acquire(wait, cancel)
         finally:
             with self._guard:
                 self._waiting -= 1
-        if not got:
+        if not got and not cancel.cancelled:
             raise Busy("the engine is answering another request; try again in a moment")
         try:
             yield
         finally:
-            self._lock.release()
+            if got:
+                self._lock.release()
+
+    def _acquire(self, wait: float | None, cancel: CancelToken) -> bool:
+        """The lock within `wait` seconds (None: however long), looking at `cancel` every QUEUE_POLL_S."""
+        deadline, left = (None, None) if wait is None else (time.monotonic() + max(wait, 0), max(wait, 0))
+        while not self._lock.acquire(timeout=QUEUE_POLL_S if left is None else min(QUEUE_POLL_S, left)):
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if cancel.cancelled or left == 0:
+                return False
+        return True
 
     def _preempted(self) -> bool:
         return self._waiting > 0
@@ -163,7 +176,7 @@ class Engine:
         t0 = self._clock()
         self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
-        with self._turn(wait):
+        with self._turn(wait, cancel):
             if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
                 yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
                 return

@@ -131,8 +131,9 @@ class McpServer:
         """One tool call: the answer as text content and as a structured result; raises what went wrong."""
         call = parse_call(name, arguments, self.settings)
         image = await images.decode_image(call.image_url, self._images, images.max_pixels(self.engine), "image")
-        events = await self._gate.open(EngineRequest(image, call.question, (), call.options, call.resolution))
         builder, http = ResultBuilder(), _http_request.get()
+        events = await self._gate.open(EngineRequest(image, call.question, (), call.options, call.resolution),
+                                       gone=http.is_disconnected if http is not None else None)
         try:
             async for event in events:
                 builder.add(event)

@@ -1,0 +1,78 @@
+"""A client that gives up before its answer begins costs no encode and no prefill (issue #20 item 7): `Gate.open`
+watches `gone()` while it waits in line and while the first event (encode, prefill) is being made."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import numpy as np
+
+from fastvlm import EngineConfig, Request
+from fastvlm.api.settings import ApiSettings
+from fastvlm.api.streaming import Gate
+from fastvlm.engine.engine import Engine
+from fastvlm.engine.events import Done
+from fastvlm.engine.vision import EncodeCancelled
+from tests.fakes import FakeLM, FakeVision
+
+
+class EncodeUntilCancelled(FakeVision):
+    """An encode that runs until the runtime's `cancel()` (as ONNX Runtime's terminate does), at most 10 s."""
+
+    def __init__(self):
+        super().__init__()
+        self._stop = threading.Event()
+
+    def encode(self, pixels):
+        self.calls += 1
+        if not self._stop.wait(10):
+            raise AssertionError("the encode ran to its end: nobody cancelled it")
+        raise EncodeCancelled()
+
+    def cancel(self):
+        self._stop.set()
+
+
+def _gone_after(seconds: float):
+    t0 = time.monotonic()
+
+    async def gone() -> bool:
+        return time.monotonic() - t0 > seconds
+    return gone
+
+
+def _open(engine, gone, wait=None):
+    async def main():
+        gate = Gate(engine, ApiSettings())
+        t0 = time.monotonic()
+        events = await gate.open(Request(np.zeros((8, 8, 3), np.uint8), "q"), wait, gone=gone)
+        first = await events.__anext__()
+        await events.aclose()
+        return first, time.monotonic() - t0, gate._admitted
+    return anyio.run(main)
+
+
+def _engine(vision):
+    return Engine(vision, FakeLM(b"never"), EngineConfig(vision_path="v", llm_path="m", resolution=64, threads=1))
+
+
+def test_a_client_that_leaves_during_the_encode_stops_it():
+    vision = EncodeUntilCancelled()
+    engine = _engine(vision)
+    first, took, admitted = _open(engine, _gone_after(0.2))
+    assert isinstance(first, Done) and first.stats.stop_reason == "cancelled"
+    assert took < 3 and vision.calls == 1 and admitted == 0 and not engine.busy
+
+
+def test_a_client_that_leaves_while_in_line_costs_no_encode():
+    vision = FakeVision()
+    engine = _engine(vision)
+    engine._lock.acquire()  # another answer holds the engine
+    try:
+        first, took, admitted = _open(engine, _gone_after(0.2), wait=30)
+    finally:
+        engine._lock.release()
+    assert isinstance(first, Done) and first.stats.stop_reason == "cancelled"
+    assert took < 3 and vision.calls == 0 and admitted == 0

@@ -31,10 +31,12 @@ SMART_TURN_INSTALL = f"pip install --no-deps {SMART_TURN_WHEEL}==1.14.0 (only it
 _SMART_TURN_S = 8  # the model hears the last 8 s, zero-padded in front
 
 # Words a finished English question does not end on: articles, prepositions, conjunctions, auxiliaries,
-# possessives, question words and fillers. "What is this?" ends on "this": finished; "Where is" is not.
+# possessives, question words and fillers. "What is this?" ends on "this": finished; "Where is" is not. "that"
+# stays: Whisper hears a trailing "the" as "that" ("What color is the" -> "What color is that?"), and waiting up
+# to the fallback silence for "What is that?" costs less than cutting a question in half.
 DANGLING = frozenset("""
 a an the of on in at to for with from by about into onto behind under over near between like as than
-and or but so because if whether is are was were am be been do does did can could will would should
+and or but so because if that whether is are was were am be been do does did can could will would should
 shall may might must has have had my your his her our their what which who whom whose where when why how
 um uh er erm hmm mm very some any""".split())
 _TRAILING = re.compile(r"(\.\.\.|…|,|-|–|—)\s*$")

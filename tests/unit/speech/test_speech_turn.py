@@ -67,7 +67,7 @@ def semantic(transcriber, **options):
 
 @pytest.mark.parametrize("text, complete", [
     ("What color is the square?", True), ("What is this?", True), ("Describe the image.", True),
-    ("What kind of animal is that?", True),
+    ("What color is that?", False),  # Whisper's way of hearing "What color is the": waited for, not cut
     ("What color is the", False), ("Where is", False), ("What kind of...", False), ("Is it red, ", False),
     ("um", False), ("", False), ("   ", False),
 ])  # fmt: skip

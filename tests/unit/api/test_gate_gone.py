@@ -76,3 +76,25 @@ def test_a_client_that_leaves_while_in_line_costs_no_encode():
         engine._lock.release()
     assert isinstance(first, Done) and first.stats.stop_reason == "cancelled"
     assert took < 3 and vision.calls == 0 and admitted == 0
+
+
+def test_a_cancelled_call_stops_the_encode_it_waits_for():
+    """An MCP call the client cancels: the handler task is cancelled while the first event is being made."""
+    vision = EncodeUntilCancelled()
+    engine = _engine(vision)
+
+    async def main():
+        gate = Gate(engine, ApiSettings())
+        with anyio.move_on_after(0.2):  # as McpServer.answer: open, read, always close
+            events = await gate.open(Request(np.zeros((8, 8, 3), np.uint8), "q"))
+            try:
+                async for _ in events:
+                    pass
+            finally:
+                await events.aclose()
+        return gate._admitted
+
+    t0 = time.monotonic()
+    admitted = anyio.run(main)
+    assert time.monotonic() - t0 < 3 and vision.calls == 1 and vision._stop.is_set()
+    assert admitted == 0 and not engine.busy

@@ -69,7 +69,7 @@ def converted(repo: str, hub: Hub, quant: str = "auto", download: bool = True, t
         return out / "vision.onnx", out / "llm.gguf", f"{origin} (cache)"
     if not convert:
         raise ModelFileError(f"{repo} is not converted yet")
-    _convert(snapshot, out, quant, threads, say)
+    _convert(snapshot, out, quant, threads, say, lock=hub.own_dir / "locks" / f"{out.parent.name}-{out.name}.lock")
     return out / "vision.onnx", out / "llm.gguf", f"{origin} (converted now)"
 
 
@@ -80,13 +80,16 @@ def _snapshot(repo: str, hub: Hub, download: bool) -> Path:
     return snapshot
 
 
-def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Callable[[str], None]) -> None:
-    """Convert into `out`, one process at a time per folder: a second one waits, then takes the first's result
-    (it never deletes a finished conversion another process may be loading)."""
+def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Callable[[str], None],
+             lock: Path | None = None) -> None:
+    """Convert into `out`, one process at a time per folder (`lock`: the lock file, default beside `out`): a second
+    one waits, then takes the first's result (it never deletes a finished conversion another may be loading)."""
     from ..convert.build import convert_checkpoint
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(out.with_name(out.name + ".lock"), lambda: say(f"waiting for another conversion into {out}")):
+    lock = lock or out.with_name(out.name + ".lock")
+    for folder in (out.parent, lock.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+    with _exclusive(lock, lambda: say(f"waiting for another conversion into {out}")):
         if (out / DONE).is_file():
             return
         tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")

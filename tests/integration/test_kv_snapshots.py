@@ -8,6 +8,7 @@ import numpy as np
 from fastvlm import GenerationOptions, Request
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.kv import Snapshot
+from tests.integration.test_lm_interrupt import fresh_answer
 
 rng = np.random.default_rng(7)
 IMAGE, OTHER = (rng.integers(0, 256, (80, 100, 3), dtype=np.uint8) for _ in range(2))
@@ -15,11 +16,7 @@ GREEDY = GenerationOptions(max_new_tokens=8, temperature=0.0)
 
 
 def test_a_snapshot_that_cannot_be_restored_is_dropped_and_the_answer_is_still_right(tiny_config):
-    fresh = Engine.load(tiny_config)
-    try:
-        want = fresh.answer(Request(IMAGE, "And its colour?", options=GREEDY)).text
-    finally:
-        fresh.close()
+    want = fresh_answer(tiny_config, Request(IMAGE, "And its colour?", options=GREEDY))
     engine = Engine.load(tiny_config)
     try:
         engine.answer(Request(IMAGE, "What is it?", options=GREEDY))

@@ -44,12 +44,17 @@ def test_an_interrupted_call_leaves_the_positions_before_it(tiny_config):
         lm.close()
 
 
-def test_after_an_interrupt_the_engine_answers_as_a_fresh_one(tiny_config):
-    fresh = Engine.load(tiny_config)
+def fresh_answer(config, request: Request) -> str:
+    """What an engine that has answered nothing before says to `request`."""
+    fresh = Engine.load(config)
     try:
-        want = fresh.answer(Request(IMAGE, "What is it?", options=GREEDY)).text
+        return fresh.answer(request).text
     finally:
         fresh.close()
+
+
+def test_after_an_interrupt_the_engine_answers_as_a_fresh_one(tiny_config):
+    want = fresh_answer(tiny_config, Request(IMAGE, "What is it?", options=GREEDY))
     engine = Engine.load(tiny_config)
     try:
         engine.lm.interrupt()  # a late interrupt of an earlier request must not stop the next one

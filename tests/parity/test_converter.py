@@ -63,8 +63,8 @@ def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
     from fastvlm.engine.engine import Engine
 
     _, work = tiny_parity
-    vision, llms = convert_quants(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "q4_k_m", "iq4_nl"))
-    assert set(llms) == {"q8_0", "q4_k_m", "iq4_nl"}
+    vision, llms = convert_quants(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "q4_k_m", "iq4_nl", "q4_0"))
+    assert set(llms) == {"q8_0", "q4_k_m", "iq4_nl", "q4_0"}
     assert llms["q8_0"].name == "llm.gguf" and llms["q4_k_m"].name == "llm-q4_k_m.gguf"
     assert not list(tmp_path.glob("*.tmp"))
     config = EngineConfig(vision_path=vision, llm_path=llms["q4_k_m"], resolution=128, threads=2)

@@ -38,14 +38,14 @@ def test_a_file_that_is_not_safetensors_is_named(tmp_path):
 
 @pytest.mark.parametrize("quant, native, want", [
     ("auto", True, "bf16"), ("auto", False, "q8_0"), ("IQ4_NL", False, "iq4_nl"), ("Q4_K_M", True, "q4_k_m"),
-    ("f32", True, "f32"),
+    ("Q4_0", True, "q4_0"), ("f32", True, "f32"),
 ])
 def test_quant_names(quant, native, want):
     assert resolve_quant(quant, bf16_native=native) == want
 
 
 def test_an_unknown_quant_lists_the_choices():
-    with pytest.raises(ValueError, match="auto, bf16, q8_0, iq4_nl, q4_k_m, f16, f32"):
+    with pytest.raises(ValueError, match="auto, bf16, q8_0, q4_0, iq4_nl, q4_k_m, f16, f32"):
         resolve_quant("q2_k")
 
 

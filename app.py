@@ -103,7 +103,7 @@ def load_speech(args: argparse.Namespace):
     if args.no_voice:
         return None
     from fastvlm.speech import remove_old_audio
-    from ui.voice_session import SpeechModels, VoiceUnavailable
+    from ui.voice import SpeechModels, VoiceUnavailable
 
     t = time.perf_counter()
     try:

@@ -9,18 +9,18 @@ import gradio as gr
 
 from .backend import Backend
 from .cache import CacheSweeper
-from .capture import capture_head
+from .voice import capture_head
 from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
-from .tab_voice import build_voice_tab
+from .voice import build_voice_tab
 from .widgets import CSS_PATH, header_markdown
 
 
 def build_app(engine: Backend, settings: AppSettings | None = None, speech=None) -> gr.Blocks:
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
-    `speech`: `ui.voice_session.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
+    `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()

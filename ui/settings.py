@@ -30,7 +30,7 @@ class AppSettings:
     voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
     voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted
     voice_mic_check_s: float = 4.0  # after Start, warn when no microphone audio has arrived within this
-    # The browser's own processing of the microphone (getUserMedia constraints, set explicitly: ui/capture.py).
+    # The browser's own processing of the microphone (getUserMedia constraints, set explicitly: ui/voice/capture.py).
     # Chromium's defaults; turning them off did not make transcripts through the page better (docs/voice.md)
     voice_echo_cancellation: bool = True  # removes the app's own voice from the microphone (barge-in needs it)
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question

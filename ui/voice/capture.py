@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from .settings import AppSettings
+from ..settings import AppSettings
 
 _SCRIPT = """<script>
 (() => {

@@ -2,7 +2,7 @@
 
 `VoiceSession` (in `gr.State`) holds one person's turn taker (VAD + end-of-turn rule), latest camera frame,
 the question waiting for an answer and what is being spoken; `listen()` feeds it microphone chunks, `record()`
-a push-to-talk recording. Answering a question is `voice_turn.py`; the layout is `tab_voice.py`. `SpeechModels`
+a push-to-talk recording. Answering a question is `turn.py`; the layout is `tab.py`. `SpeechModels`
 are loaded once.
 """
 
@@ -36,7 +36,7 @@ from fastvlm.speech import (
 from fastvlm.speech.audio import RATE
 
 if TYPE_CHECKING:
-    from .voice_queue import SpeechQueue
+    from .speech_queue import SpeechQueue
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Hands-free: Start turns on the webcam and the microphone, which streams short chunks to this person's
 `TurnDetector`. When speech starts, the current frame is prepared (encoded and prefilled) while the person
 talks; when it ends, Whisper transcribes it and the answer streams, each finished sentence spoken at once.
-Push to talk: record, stop, same pipeline. Listening is `voice_session.py`, a turn is `voice_turn.py`; this file
+Push to talk: record, stop, same pipeline. Listening is `session.py`, a turn is `turn.py`; this file
 lays the tab out and turns their events into page updates (see docs/voice.md).
 """
 
@@ -20,11 +20,11 @@ import numpy as np
 from fastvlm.engine.events import InputError
 from fastvlm.speech import SpeechStarted, UtteranceEnded
 
-from .backend import Backend
-from .settings import AppSettings
-from .voice_session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, listen, record
-from .voice_turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
-from .widgets import INSTANT, fail, ms, readout_html, toast_text
+from ..backend import Backend
+from ..settings import AppSettings
+from ..widgets import INSTANT, fail, ms, readout_html, toast_text
+from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, listen, record
+from .turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)
 

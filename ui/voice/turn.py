@@ -18,11 +18,11 @@ from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import InputError, Request
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
 
-from .backend import Backend
-from .settings import AppSettings
-from .voice_queue import SpeechQueue
-from .voice_session import SpeechModels, TurnTimes, Utterance, VoiceSession
-from .widgets import Partial, follow
+from ..backend import Backend
+from ..settings import AppSettings
+from ..widgets import Partial, follow
+from .session import SpeechModels, TurnTimes, Utterance, VoiceSession
+from .speech_queue import SpeechQueue
 
 log = logging.getLogger(__name__)
 

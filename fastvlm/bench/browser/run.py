@@ -59,7 +59,7 @@ def app_settings(settings: JourneySettings):
 def speech_models(threads: int, audio_dir: Path):
     """Whisper tiny.en (offline), Silero VAD and eSpeak NG: the engine-only voice journey's chain."""
     from fastvlm.speech import EspeakSpeaker, SpeechConfig, WhisperTranscriber, silero_vad
-    from ui.voice_session import SpeechModels
+    from ui.voice import SpeechModels
 
     config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir)
     return SpeechModels(WhisperTranscriber.load(config), EspeakSpeaker.load(config), silero_vad(), config,

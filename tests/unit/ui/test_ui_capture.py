@@ -5,7 +5,7 @@ import re
 
 from tests.unit.ui.test_ui_voice import make_engine, make_models
 from ui import AppSettings, create_app
-from ui.capture import capture_head, constraints
+from ui.voice.capture import capture_head, constraints
 
 
 def test_the_constraints_follow_the_settings():

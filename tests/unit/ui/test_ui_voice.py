@@ -13,9 +13,9 @@ from fastvlm.speech.audio import write_wav
 from fastvlm.speech.tts import Speech
 from tests.fakes import FakeLM, FakeVision
 from ui.settings import AppSettings
-from ui.voice_queue import SpeechQueue
-from ui.voice_session import SpeechModels, VoiceSession, listen, record
-from ui.voice_turn import Answering, Heard, NotHeard, Said, Silent, answer_turn, speak_rest
+from ui.voice.speech_queue import SpeechQueue
+from ui.voice.session import SpeechModels, VoiceSession, listen, record
+from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn, speak_rest
 
 RATE = 16_000
 FRAME = np.random.default_rng(0).integers(30, 255, (48, 64, 3), dtype=np.uint8)

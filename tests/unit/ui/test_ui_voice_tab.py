@@ -10,7 +10,7 @@ import pytest
 import app
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from ui import create_app
-from ui.tab_voice import (
+from ui.voice.tab import (
     answer,
     check_microphone,
     hear,
@@ -21,7 +21,7 @@ from ui.tab_voice import (
     status_html,
     stop,
 )
-from ui.voice_session import SpeechModels, VoiceSession, VoiceUnavailable
+from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
 
 FRAME = np.full((48, 64, 3), 120, np.uint8)
 

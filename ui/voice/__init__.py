@@ -1,0 +1,11 @@
+"""The Voice + camera tab: ask out loud about what the camera sees, and hear the answer.
+
+`tab` lays the tab out and turns events into page updates; `session` is one person's listening state and the
+speech models everyone shares; `turn` answers one question and speaks it; `speech_queue` synthesizes an answer's
+sentences in order; `capture` sets how the page opens the microphone (see docs/voice.md)."""
+
+from .capture import capture_head
+from .session import SpeechModels, VoiceUnavailable
+from .tab import build_voice_tab
+
+__all__ = ["SpeechModels", "VoiceUnavailable", "build_voice_tab", "capture_head"]

@@ -21,6 +21,9 @@ class SpeechConfig:
     threads: int = field(default_factory=physical_cores)
     beam_size: int = 5  # 1 = greedy; 5 hears robotic/unclear speech better at about the same cost on short questions
     max_audio_s: float = 30.0  # longer audio is cut to this (Whisper's window); the Transcript says so
+    # audio up to this long (with its 0.3 s lead-in either side) is encoded in a window this long, not Whisper's
+    # 30 s: ~3x faster on a question, and no worse on the bench's (docs/speech.md). 0: always 30 s
+    short_window_s: float = 10.0
 
     # --- turn taking (Silero VAD from faster-whisper; fastvlm/speech/turn.py) ---
     end_of_turn: str = "semantic"  # semantic: a judge decides at short pauses; silence: end_silence_ms, fixed
@@ -49,6 +52,8 @@ class SpeechConfig:
             raise ValueError("beam_size must be at least 1")
         if self.max_audio_s <= 0:
             raise ValueError("max_audio_s must be positive")
+        if self.short_window_s and not 1 <= self.short_window_s < 30:
+            raise ValueError("short_window_s must be 0 (off) or in 1..30 seconds (Whisper's window is 30 s)")
         if self.end_silence_ms < 32 or self.min_speech_ms < 0 or self.speech_pad_ms < 0:
             raise ValueError("end_silence_ms must be >= 32 (one VAD window); min_speech_ms and speech_pad_ms >= 0")
         if self.end_of_turn not in ("semantic", "silence") or self.turn_judge not in ("transcript", "smart-turn"):

@@ -57,9 +57,16 @@ class Transcriber(Protocol):
 
 
 class WhisperLike(Protocol):
-    """The part of `faster_whisper.WhisperModel` used here (tests script fakes through it)."""
+    """`faster_whisper.WhisperModel` as `whisper_window.WindowedWhisper` wraps it (tests script fakes through it)."""
 
-    def transcribe(self, audio: np.ndarray, **options: Any) -> tuple[Iterable[Any], Any]: ...
+    def transcribe(self, audio: np.ndarray, **options: Any) -> tuple[Iterable[Any], Any]:
+        """Whisper's standard 30 s windows -> (segments with `.text`, info with `.language`)."""
+        ...
+
+    def transcribe_window(self, audio: np.ndarray, window_s: float, *, language: str | None, beam_size: int,
+                          vad_filter: bool) -> tuple[Iterable[Any], Any]:
+        """The same for audio of at most `window_s`, encoded in a `window_s` window."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -90,13 +97,18 @@ class WhisperTranscriber:
             from faster_whisper import WhisperModel
         except ImportError as e:
             raise ImportError(f"speech input needs faster-whisper: {_INSTALL}") from e
+        from .whisper_window import WindowedWhisper
+
         found = resolve_whisper_model(config)
         t0 = time.perf_counter()
-        model = WhisperModel(str(found.path), device="cpu", compute_type=config.compute_type,
-                             cpu_threads=config.threads)  # fmt: skip
+        model = WindowedWhisper(WhisperModel(str(found.path), device="cpu", compute_type=config.compute_type,
+                                             cpu_threads=config.threads))  # fmt: skip
         # Warm-up: the first decode allocates CTranslate2's buffers (~0.2 s saved on the first question).
         silence = np.zeros(RATE, np.float32)
         list(model.transcribe(silence, beam_size=1, without_timestamps=True, language=config.language)[0])
+        if config.short_window_s:
+            model.transcribe_window(silence, config.short_window_s, language=config.language, beam_size=1,
+                                    vad_filter=False)
         log.info("Whisper %s loaded from %s (%s) in %.2f s",
                  config.whisper_model, found.path, found.source, time.perf_counter() - t0)  # fmt: skip
         return cls(model, config, source=found.source)
@@ -113,21 +125,43 @@ class WhisperTranscriber:
         language = self.config.language or ""
         if not self._has_speech(audio):
             return Transcript("", language, duration, cut_s, no_speech=True, elapsed_s=time.perf_counter() - t0)
-        segments, info = self._model.transcribe(
-            np.concatenate([_LEAD_IN, audio, _LEAD_IN]),
-            language=self.config.language,
-            beam_size=self.config.beam_size,
-            vad_filter=True,  # drops silent stretches, where Whisper tends to invent words
-            condition_on_previous_text=False,
-            without_timestamps=True,
-            temperature=0.0,  # no sampled re-decodes: the same audio gives the same words, in bounded time
-        )
-        # faster-whisper already skips segments with a high no-speech probability and a low log-probability.
-        text = " ".join(s.text.strip() for s in segments if s.text.strip()).strip()
-        return Transcript(text, info.language, duration, cut_s, no_speech=not text, elapsed_s=time.perf_counter() - t0)
+        padded = np.concatenate([_LEAD_IN, audio, _LEAD_IN])
+        window = self.config.short_window_s
+        text = language = None
+        if window and padded.size <= window * RATE:
+            text, language = _joined(self._model.transcribe_window(
+                padded, window, language=self.config.language, beam_size=self.config.beam_size, vad_filter=True))
+            if _loops(text):  # short windows make Whisper repeat itself now and then: the 30 s one does not
+                log.info("Whisper repeated itself on a %.0f s window (%r): transcribing again on 30 s", window, text)
+                text = None
+        if text is None:
+            text, language = _joined(self._model.transcribe(
+                padded,
+                language=self.config.language,
+                beam_size=self.config.beam_size,
+                vad_filter=True,  # drops silent stretches, where Whisper tends to invent words
+                condition_on_previous_text=False,
+                without_timestamps=True,
+                temperature=0.0,  # no sampled re-decodes: the same audio gives the same words, in bounded time
+            ))
+        return Transcript(text, language, duration, cut_s, no_speech=not text, elapsed_s=time.perf_counter() - t0)
 
     def close(self) -> None:
         self._model = None  # CTranslate2 frees its buffers when the model is collected
+
+
+def _joined(result: tuple[Iterable[Any], Any]) -> tuple[str, str]:
+    """(segments, info) -> (their text in one line, the language). faster-whisper (and `transcribe_window`)
+    already skip segments with a high no-speech probability and a low log-probability."""
+    segments, info = result
+    return " ".join(s.text.strip() for s in segments if s.text.strip()).strip(), info.language
+
+
+def _loops(text: str) -> bool:
+    """The same two or more words twice in a row ("Where is that? Where is that?"): Whisper looping."""
+    words = _WORD.findall(text.lower())
+    return any(words[i : i + n] == words[i + n : i + 2 * n]
+               for n in range(2, len(words) // 2 + 1) for i in range(len(words) - 2 * n + 1))  # fmt: skip
 
 
 def _silero_has_speech(audio: np.ndarray) -> bool:

@@ -72,6 +72,29 @@ def test_whisper_tiny_en_understands_the_questions(whisper, clips):
     assert errors / words <= 0.20
 
 
+def test_the_short_window_hears_the_questions_as_well_as_30_s_and_sooner(whisper, clips):
+    """WhisperTranscriber encodes a question in a 10 s window (config.short_window_s), not Whisper's 30 s."""
+    from fastvlm.speech.stt import _LEAD_IN
+
+    model, errors, spent = whisper._model, {"window": 0, "30 s": 0}, {"window": 0.0, "30 s": 0.0}
+    runs = {"window": lambda x: model.transcribe_window(x, 10.0, language=None, beam_size=5, vad_filter=True),
+            "30 s": lambda x: model.transcribe(x, beam_size=5, vad_filter=True, without_timestamps=True,
+                                               condition_on_previous_text=False, temperature=0.0)}
+    words = 0
+    for q, audio in clips.items():
+        x = np.concatenate([_LEAD_IN, audio, _LEAD_IN])
+        words += word_errors(q, "")[1]
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            text = " ".join(s.text for s in run(x)[0])
+            spent[name] += time.perf_counter() - t0
+            errors[name] += word_errors(q, text)[0]
+            print(f"  {name:6} {q!r} -> {text!r}")
+    print(f"errors of {words} words: {errors}; seconds: {spent}")
+    assert errors["window"] <= errors["30 s"] + 1 and errors["window"] / words <= 0.10
+    assert spent["window"] < 0.8 * spent["30 s"]  # ~3x faster when measured alone (docs/speech.md)
+
+
 def test_silence_and_noise_are_no_speech(whisper):
     noise = (np.random.default_rng(0).standard_normal(3 * RATE) * 0.01).astype(np.float32)
     for audio in (np.zeros(3 * RATE, np.float32), noise):

@@ -17,14 +17,20 @@ class Seg:
 
 
 class FakeWhisper:
-    """Answers with scripted segments and records what it was given."""
+    """Answers with scripted segments and records what it was given; `window_texts` (default `texts`) is what
+    the short window hears."""
 
-    def __init__(self, *texts, language="en"):
-        self.texts, self.language, self.calls = texts, language, []
+    def __init__(self, *texts, language="en", window_texts=None):
+        self.texts, self.language, self.calls, self.window_calls = texts, language, [], []
+        self.window_texts = texts if window_texts is None else window_texts
 
     def transcribe(self, audio, **options):
         self.calls.append((audio, options))
         return iter(Seg(t) for t in self.texts), SimpleNamespace(language=self.language)
+
+    def transcribe_window(self, audio, window_s, **options):
+        self.window_calls.append((audio, window_s, options))
+        return iter(Seg(t) for t in self.window_texts), SimpleNamespace(language=self.language)
 
 
 def loud(audio):
@@ -37,12 +43,52 @@ def speech(seconds, amp=0.3):
 
 def test_segments_are_joined_into_one_text():
     model = FakeWhisper(" What am I", " holding? ")
-    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(1.5))
+    t = WhisperTranscriber(model, SpeechConfig(short_window_s=0), has_speech=loud).transcribe(speech(1.5))
     assert (t.text, t.language, t.no_speech, t.seconds_cut, t.notice) == ("What am I holding?", "en", False, 0.0, None)
     assert t.duration_s == pytest.approx(1.5)
     audio, options = model.calls[0]
     assert audio.size > 1.5 * 16_000  # silence added around it, for Whisper's first word
     assert options["vad_filter"] is True and options["beam_size"] == 5
+    assert model.window_calls == []  # short_window_s=0: always Whisper's 30 s window
+
+
+def test_a_question_is_heard_in_the_short_window_and_long_audio_in_30_s():
+    model = FakeWhisper("long", window_texts=(" What am I", " holding? "))
+    whisper = WhisperTranscriber(model, SpeechConfig(short_window_s=10, beam_size=3), has_speech=loud)
+    t = whisper.transcribe(speech(2.5))
+    assert (t.text, t.language) == ("What am I holding?", "en") and model.calls == []
+    audio, window, options = model.window_calls[0]
+    assert window == 10 and audio.size == int(3.1 * 16_000)  # with the 0.3 s lead-in either side
+    assert options == {"language": None, "beam_size": 3, "vad_filter": True}
+    assert whisper.transcribe(speech(9.5)).text == "long"  # 9.5 s + 0.6 s of lead-in is over 10 s
+    assert len(model.window_calls) == 1 and len(model.calls) == 1
+
+
+def test_a_short_window_that_repeats_itself_is_transcribed_again_in_30_s():
+    model = FakeWhisper("Where is the red cup?", window_texts=("Where is that? Where is that?",))
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(2))
+    assert t.text == "Where is the red cup?" and len(model.window_calls) == 1 and len(model.calls) == 1
+
+
+def test_nothing_heard_in_the_short_window_is_no_speech_without_a_second_try():
+    model = FakeWhisper("Thank you.", window_texts=())
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(2))
+    assert t.no_speech and t.text == "" and model.calls == []
+
+
+@pytest.mark.parametrize("text, loops", [
+    ("Where is that? Where is that?", True), ("Tell me what. Tell me what. Tell me what.", True),
+    ("What is it, what is it doing?", True),  # a false alarm costs only the second, 30 s, pass
+    ("Is it very very big?", False),  # one word twice is speech
+    ("What is written on the sign?", False), ("Is that that one?", False), ("", False)])  # fmt: skip
+def test_loops(text, loops):
+    assert stt._loops(text) is loops
+
+
+@pytest.mark.parametrize("window", [0.5, 30, 45])
+def test_short_window_must_be_shorter_than_whispers(window):
+    with pytest.raises(ValueError, match="short_window_s"):
+        SpeechConfig(short_window_s=window)
 
 
 def test_silence_is_no_speech_and_whisper_is_not_run():
@@ -62,7 +108,7 @@ def test_audio_past_the_limit_is_cut_and_the_transcript_says_so():
     t = WhisperTranscriber(model, SpeechConfig(max_audio_s=2.0), has_speech=loud).transcribe(speech(3.5))
     assert t.duration_s == pytest.approx(2.0) and t.seconds_cut == pytest.approx(1.5)
     assert "1.5 s cut" in t.notice
-    assert model.calls[0][0].size < 3 * 16_000
+    assert model.window_calls[0][0].size < 3 * 16_000
 
 
 @pytest.mark.parametrize("audio", [np.zeros(0, np.float32), np.array([0.1, np.nan], np.float32), np.zeros((2, 9))])

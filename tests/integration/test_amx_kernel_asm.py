@@ -5,17 +5,32 @@ GCC 12.2 without `-fno-dse` keeps only the zeroing and the palette byte (llama.c
 rows = colsb = 0 and the first tile load faults (SIGSEGV on Intel AMX servers). requirements.txt's build flags keep
 the stores of `colsb[]` (bytes 16-31) and `rows[]` (bytes 48-55). Read from objdump's disassembly of every installed
 CPU backend that has AMX code (the portable build's `sapphirerapids` variant; a native build made on an AMX CPU).
+
+The same check on the installed version's source compiled by each GCC people build with (11: Ubuntu 22.04; 12.2:
+Debian 12) exactly as cmake compiles that variant for requirements.txt's settings (and with -march=sapphirerapids,
+a native build on an AMX CPU): written with the flags, dropped without them. About 6 s per compile here.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import CI
+from tests.installed import skip_missing
+from tests.unit.amx.test_build_settings import llama_line_settings
 
 OBJDUMP = shutil.which("objdump")
 WINDOW = 16  # instructions before ldtilecfg that fill the configuration
@@ -79,3 +94,96 @@ def test_the_installed_amx_kernel_writes_its_tile_configuration():
             assert missing_stores(instructions) == [], (
                 f"{name}: the AMX tile configuration is not written before ldtilecfg (GCC dropped the stores: "
                 f"llama.cpp #20824); rebuild with requirements.txt's -fno-dse flags\n" + "\n".join(instructions))
+
+
+# The same check on llama.cpp's AMX source compiled by each GCC people build with: Debian 12's 12.2 (g++-12),
+# Ubuntu 22.04's 11 (Debian 12 has g++-11 too; .ci/run installs it). Ubuntu 24.04's GCC 13 is not in Debian 12.
+GCCS = ("g++-11", "g++-12")
+CACHE = Path(os.environ.get("FASTVLM_TEST_CACHE", Path.home() / ".cache" / "fastvlm-tests"))
+
+
+def gcc(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        why = f"{name} missing: apt-get install {name}"
+        if CI:
+            pytest.fail(f"CI=true: {why} (.ci/run installs it, so the install is broken)")
+        pytest.skip(why)
+    return path
+
+
+@pytest.fixture(scope="module")
+def llama_source() -> Path:
+    """The installed llama-cpp-python's sdist, unpacked without llama.cpp's models/ and docs/ (pip download once,
+    kept in the test cache)."""
+    version = importlib.metadata.version("llama-cpp-python")
+    out = CACHE / f"llama-cpp-python-{version}-src"
+    if (out / "CMakeLists.txt").is_file():
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                              f"llama-cpp-python=={version}", "-d", tmp], capture_output=True, text=True, timeout=600)
+        if got.returncode != 0:
+            skip_missing("llama-cpp-python", f"its {version} sdist could not be downloaded: {got.stderr[-300:]}")
+        with tarfile.open(next(Path(tmp).glob("*.tar.gz"))) as tar:
+            part = [m for m in tar.getmembers() if not re.search(r"/vendor/llama\.cpp/(models|docs)/", m.name)]
+            tar.extractall(tmp, members=part, filter="data")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged = out.with_name(out.name + f".tmp{os.getpid()}")
+        shutil.move(next(p for p in Path(tmp).iterdir() if p.is_dir()), staged)
+        try:
+            staged.rename(out)  # atomic: a parallel session either wins or finds the folder there
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
+    return out
+
+
+def mmq_command(source: Path, build: Path, cxx: str, cxx_flags: str) -> tuple[list[str], str]:
+    """(the compile command of the sapphirerapids CPU variant's amx/mmq.cpp, its folder) as cmake gives it for
+    requirements.txt's settings, with `cxx` and CMAKE_CXX_FLAGS=`cxx_flags`."""
+    settings = {k.removeprefix("cmake.define."): v for k, v in llama_line_settings().items()}
+    settings.update(CMAKE_CXX_FLAGS=cxx_flags, CMAKE_CXX_COMPILER=cxx, CMAKE_C_COMPILER=cxx.replace("g++", "gcc"),
+                    CMAKE_BUILD_TYPE="Release", CMAKE_EXPORT_COMPILE_COMMANDS="ON")  # Release: scikit-build's default
+    subprocess.run(["cmake", "-S", str(source), "-B", str(build), *(f"-D{k}={v}" for k, v in settings.items())],
+                   check=True, capture_output=True, text=True, timeout=300)
+    entries = json.loads((build / "compile_commands.json").read_text())
+    entry = next(e for e in entries if e["file"].endswith("amx/mmq.cpp") and "sapphirerapids" in e["command"])
+    return shlex.split(entry["command"]), entry["directory"]
+
+
+FEATURES = re.compile(r"^-m(sse|avx|f16c|fma|bmi|amx)")  # the variant's -m flags; "native" replaces them
+
+
+def compiled_sites(source: Path, tmp: Path, cxx: str, cxx_flags: str, arch: str = "variant") -> list[list[str]]:
+    """The ldtilecfg sites of amx/mmq.cpp compiled as cmake compiles the sapphirerapids variant; arch "native":
+    with -march=sapphirerapids instead of its feature flags (a -march=native build on an AMX CPU)."""
+    cmd, folder = mmq_command(source, tmp / "build", cxx, cxx_flags)
+    if arch == "native":
+        cmd = [cmd[0], "-march=sapphirerapids", *(a for a in cmd[1:] if not FEATURES.match(a))]
+    obj = tmp / "mmq.o"
+    cmd[cmd.index("-o") + 1] = str(obj)
+    subprocess.run(cmd, cwd=folder, check=True, capture_output=True, text=True, timeout=600)
+    sites = amx_sites(obj)
+    assert sites, f"{cxx}: no ldtilecfg in amx/mmq.cpp"
+    return sites
+
+
+needs_tools = pytest.mark.skipif(OBJDUMP is None or shutil.which("cmake") is None,
+                                 reason="objdump or cmake missing (build-essential, cmake: .ci/run installs them)")
+
+
+@needs_tools
+@pytest.mark.parametrize("arch", ["variant", "native"])
+@pytest.mark.parametrize("name", GCCS)
+def test_each_gcc_writes_the_tile_configuration_with_the_requirements_flags(name, arch, llama_source, tmp_path):
+    flags = llama_line_settings()["cmake.define.CMAKE_CXX_FLAGS"]
+    for instructions in compiled_sites(llama_source, tmp_path, gcc(name), flags, arch):
+        assert missing_stores(instructions) == [], f"{name} {flags} ({arch}):\n" + "\n".join(instructions)
+
+
+@needs_tools
+@pytest.mark.parametrize("name", GCCS)
+def test_without_the_flags_each_gcc_drops_the_stores(name, llama_source, tmp_path):
+    """Why requirements.txt names the flags, and that the check sees the miscompile (llama.cpp #20824)."""
+    sites = compiled_sites(llama_source, tmp_path, gcc(name), "")
+    assert [missing_stores(instructions) for instructions in sites] == [[16, 48]] * len(sites)

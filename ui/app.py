@@ -37,7 +37,8 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
     # Gradio's uvicorn would replace a loopback peer's address with X-Forwarded-For's; the API judges forwarded
     # headers itself (--trusted-proxies, --forwarded-header), so uvicorn trusts no proxy
     os.environ["FORWARDED_ALLOW_IPS"] = ""
-    app_kwargs = {"routes": list(routes)} | ({"lifespan": lifespan} if lifespan else {})
+    routes = [*routes, *getattr(demo, "extra_routes", [])]  # the voice tab's line
+    app_kwargs = {"routes": routes} | ({"lifespan": lifespan} if lifespan else {})
     auth = {"auth": page_login(page_key), "auth_message": PAGE_LOGIN_MESSAGE} if page_key else {}
     served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
                          max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, head=getattr(demo, "page_head", None),

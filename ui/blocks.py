@@ -14,7 +14,7 @@ from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
-from .voice import build_voice_tab
+from .voice import VoiceLinks, build_voice_tab
 from .widgets import CSS_PATH, header_markdown
 
 
@@ -22,6 +22,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
     `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
+    links = VoiceLinks(settings)  # the voice tab's audio lines, served beside the page
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
@@ -33,13 +34,15 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
                 build_snapshot_tab(engine, settings)
             if speech is not None:
                 with gr.Tab("Voice + camera", id="voice", elem_id="tab-voice"):
-                    build_voice_tab(engine, speech, settings)
+                    build_voice_tab(engine, speech, settings, links)
             with gr.Tab("Live", id="live", elem_id="tab-live"):
                 build_live_tab(engine, settings)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
     demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
     demo.page_head = capture_head(settings)  # how the microphones are opened; app.launch puts it in the page
+    demo.voice_links = links
+    demo.extra_routes = [links.route()] if speech is not None else []  # app.launch serves them
     return demo
 
 

@@ -24,7 +24,7 @@ class AppSettings:
     cache_max_age_s: int = 1800
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
-    voice_chunk_s: float = 0.25  # how often the hands-free microphone sends what it heard
+    voice_chunk_s: float = 0.04  # audio in each frame the page's voice line sends (ui/voice/link.js)
     voice_early_stt_ms: int = 300  # silence rule: transcribing starts at a pause this long (0: at the end silence)
     voice_echo_margin_s: float = 0.6  # the microphone stays deaf this long after the spoken answer should have ended
     voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
@@ -42,8 +42,8 @@ class AppSettings:
             raise ValueError("live_interval_s must be between 1 and 10 seconds")
         if not 1 <= self.max_new_tokens <= self.max_new_tokens_limit:
             raise ValueError("max_new_tokens must be between 1 and max_new_tokens_limit")
-        if not 0.05 <= self.voice_chunk_s <= 2:
-            raise ValueError("voice_chunk_s must be between 0.05 and 2 seconds")
+        if not 0.02 <= self.voice_chunk_s <= 1:
+            raise ValueError("voice_chunk_s must be between 0.02 and 1 second")
         if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:

@@ -98,16 +98,12 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         except AssertionError as e:
             raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
         wait_until(lambda: page.locator("#voice-answer textarea").input_value().strip(), 20, what="the answer")
-        # Gradio's player keeps a hidden <audio> and plays through the waveform's own: take the one with a source.
-        audio = wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all(
-            "els => els.map(a => ({src: a.currentSrc || a.src, ready: a.readyState, duration: a.duration,"
-            " played: a.played.length > 0})).find(a => a.src && a.ready >= 1 && a.duration > 0)"), 20,
-            what="a spoken answer's audio with a playable source")
-        assert audio["duration"] > 0.2, audio
-        wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all("els => els.some(a => a.played.length)"),
-                   10, what="the spoken answer to start playing by itself")
-        link = page.locator("#voice-speaker a[download]").get_attribute("download")
-        assert link.startswith("fastvlm-tts-"), link  # each answer its own temp file, never a shared name
+        # the answer's sentences arrive over the page's voice line and play through Web Audio (ui/voice/link.js)
+        line = wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and s["plays"] and s, 20,
+                          what="a spoken sentence playing in the page")
+        assert line["state"] == "on" and line["rate"] == 16000 and line["frames"] > 0 and not line["dropped"], line
+        assert page.locator("#voice-speaker audio").evaluate_all("els => els.every(a => !(a.currentSrc || a.src))"), \
+            "a sentence went to Gradio's player instead of the line"
         engine_line = page.locator("#voice-engine").inner_text()
         assert "espeak-ng" in engine_line or "edge-tts" in engine_line, engine_line
         readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
@@ -182,8 +178,7 @@ def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barg
         page.locator("#voice-start").click()
         wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 45,
                    every=0.2, what="the first question")
-        playing = "els => els.filter(a => (a.currentSrc || a.src) && !a.paused && !a.ended).map(a => a.currentSrc || a.src)"  # noqa: E501
-        first = wait_until(lambda: page.locator("#voice-speaker audio").evaluate_all(playing), 20, every=0.1,
+        first = wait_until(lambda: page.evaluate("() => window.__fvLink.plays[0]"), 20, every=0.1,
                            what="the first answer to be playing")
         heard = []
 
@@ -195,8 +190,8 @@ def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barg
             wait_until(second, 30, every=0.1, what="the question asked over the answer, in the transcript")
         except AssertionError as e:
             raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
-        still = page.locator("#voice-speaker audio").evaluate_all(playing)
-        assert not set(first) & set(still), f"the first answer still sounds: {still}"
+        hushes = page.evaluate("() => window.__fvLink.hushes")
+        assert any(h["at"] > first and h["stopped"] > 0 for h in hushes), f"the first answer was never stopped: {hushes}"
         screenshot(page, "voice-barge-in")
     finally:
         context.close()

@@ -1,14 +1,17 @@
 """How the page opens the microphone: the browser's echo cancellation, noise suppression and gain control, set
-explicitly. Gradio asks for `getUserMedia({audio: true})`, which leaves all three to the browser (all on in
-Chromium and Firefox); the script in the page's head adds the app's choices (`AppSettings.voice_*`) to every
-audio request.
+explicitly, and the voice line's script (link.js). Gradio's push-to-talk asks for `getUserMedia({audio: true})`,
+which leaves all three to the browser (all on in Chromium and Firefox); the first script in the page's head adds
+the app's choices (`AppSettings.voice_*`) to every audio request, the line's own included.
 `window.__fvCapture` holds the last microphone track (its `getSettings()` says what the browser applied)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from ..settings import AppSettings
+
+LINK_JS = Path(__file__).with_name("link.js")
 
 _SCRIPT = """<script>
 (() => {
@@ -34,6 +37,13 @@ def constraints(settings: AppSettings) -> dict[str, bool]:
             "autoGainControl": settings.voice_auto_gain}
 
 
+def link_config(settings: AppSettings) -> dict:
+    """What the page's voice line needs to know (`CONFIG` in link.js)."""
+    return {"constraints": constraints(settings), "frameMs": round(settings.voice_chunk_s * 1000),
+            "gapS": settings.voice_sentence_gap_s, "path": "voice/link/"}
+
+
 def capture_head(settings: AppSettings) -> str:
-    """The `<script>` for the page's head that opens every microphone with `constraints(settings)`."""
-    return _SCRIPT % json.dumps(constraints(settings))
+    """The `<script>`s for the page's head: every microphone opened with `constraints(settings)`; the voice line."""
+    link = LINK_JS.read_text().replace("__CONFIG__", json.dumps(link_config(settings)))
+    return _SCRIPT % json.dumps(constraints(settings)) + f"\n<script>\n{link}</script>"

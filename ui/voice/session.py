@@ -36,6 +36,7 @@ from fastvlm.speech import (
 from fastvlm.speech.audio import RATE
 
 if TYPE_CHECKING:
+    from .link import VoiceLink
     from .speech_queue import SpeechQueue
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,14 @@ class SpeechModels:
 
     @classmethod
     def load(cls, config: SpeechConfig) -> SpeechModels:
-        from fastvlm.speech import (EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, load_judge,
-                                    silero_vad)
+        from fastvlm.speech import (
+            EdgeSpeaker,
+            EspeakSpeaker,
+            FallbackSpeaker,
+            WhisperTranscriber,
+            load_judge,
+            silero_vad,
+        )
 
         transcriber = WhisperTranscriber.load(config)
         judge = load_judge(config.turn_judge) if config.end_of_turn == "semantic" else None
@@ -135,6 +142,8 @@ class VoiceSession:
     phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
     times: TurnTimes = field(default_factory=TurnTimes)
     warned_silent: bool = False  # this turn already said why there is no sound
+    link: VoiceLink | None = None  # the page's own audio line (hands-free), while it is open
+    link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker
@@ -150,6 +159,9 @@ class VoiceSession:
         self.turn += 1
         if self.speech is not None:
             self.speech.close()
+        if self.link is not None:
+            self.link.hush(self.turn)  # the page stops what it plays at once
+            self.playing_until = 0.0
 
     def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None) -> None:
         """`audio` is the next question, about the frame taken when it began (or the latest one)."""
@@ -163,20 +175,31 @@ class VoiceSession:
         now = time.monotonic() if now is None else now
         return now >= self.playing_until + margin_s and (self.speech is None or self.speech.done)
 
-    def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int) -> float | None:
-        """`speech` is sent to play now; returns the seconds since the end of speech if it is the turn's first."""
+    def can_send(self, now: float) -> bool:
+        """A sentence may be sent to the page now: over the line at once (the page plays them one after another),
+        to Gradio's player only when the one before has finished."""
+        return self.link is not None or now >= self.playing_until
+
+    def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int) -> tuple[float | None, bool]:
+        """`speech` is sent to play: (seconds since the end of speech if it is the turn's first, sent over the line)."""
         first = None if self.first_sound_from is None else now - self.first_sound_from
         if first is not None:
             self.times.first_sound_s, self.first_sound_from = first, None
-        self.playing_until = now + duration_s + gap_s
+        streamed = self.link is not None and self.link.say(speech.path, self.turn)
+        self.playing_until = (max(now, self.playing_until) if streamed else now) + duration_s + gap_s
+        if streamed:
+            speech.delete()  # the page has its bytes
+            return first, True
         self.files.append(speech.path)
         while len(self.files) > keep:  # Gradio has its own copy of each file it sent
             self.files.pop(0).unlink(missing_ok=True)
-        return first
+        return first, False
 
     def close(self) -> None:
-        """The person left (gr.State's delete callback): stop and delete their audio files."""
+        """The person left (gr.State's delete callback): stop, close the line, delete their audio files."""
         self.stop()
+        if self.link is not None:
+            self.link.close()
         for path in self.files:
             path.unlink(missing_ok=True)
         self.files.clear()

@@ -18,12 +18,12 @@ import gradio as gr
 import numpy as np
 
 from fastvlm.engine.events import InputError
-from fastvlm.speech import SpeechStarted, UtteranceEnded
 
 from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import INSTANT, fail, ms, readout_html, toast_text
-from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, listen, record
+from .link import VoiceLinks
+from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, record
 from .turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)
@@ -49,17 +49,16 @@ CAMERA_JS = """
     if (rec) { if (/record/i.test(rec.textContent)) rec.click(); break; }
     await new Promise((r) => setTimeout(r, 100));
   }"""
-START_JS = f"""async (...args) => {{{CAMERA_JS}
-  const mic = document.querySelector('#voice-mic .record-button');
-  if (mic) mic.click();
+CAMERA_ON_JS = f"""async (...args) => {{{CAMERA_JS}
   return args;
 }}"""
-CAMERA_ONLY_JS = f"""async (...args) => {{{CAMERA_JS}
-  return args;
-}}"""
+# After Start has issued the line's token: open the microphone and the line (link.js); '' or why it failed
+LINE_JS = """async (token) => {
+  try { await window.fastvlmVoice.start(token); return [token, '']; }
+  catch (e) { return [token, String((e && e.message) || e || 'unknown error')]; }
+}"""
 STOP_JS = """(...args) => {
-  const mic = document.querySelector('#voice-mic .stop-button');
-  if (mic) mic.click();
+  if (window.fastvlmVoice) window.fastvlmVoice.stop();
   const rec = document.querySelector('#voice-camera button[aria-label="capture photo"]');
   if (rec && /stop/i.test(rec.textContent)) rec.click();
   return args;
@@ -101,27 +100,11 @@ def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
         session.frame = frame
 
 
-def hear(session: VoiceSession, audio, echo_margin_s: float, settle_s: float = 0.0, barge_in: bool = False) -> tuple:
-    """A microphone chunk: yields (speech starts, questions, status, spoken answer) updates; the spoken answer is
-    emptied (its sound stops) when the person spoke over it. Never raises: an error would end the stream."""
-    if audio is None:
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    before, barged = session.phase, session.barge_ins
-    try:
-        events = listen(session, audio[0], audio[1], echo_margin_s, settle_s=settle_s, barge_in=barge_in)
-    except Exception as e:  # a broken chunk: drop it, keep listening
-        log.warning("a microphone chunk was dropped: %s", e, exc_info=True)
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    for event in events:
-        if isinstance(event, SpeechStarted):
-            session.phase = "hearing"
-        elif isinstance(event, UtteranceEnded):
-            session.phase = "thinking"
-    if session.phase == "speaking" and session.speech_over(echo_margin_s):
-        session.phase = "listening"
-    status = status_html(session.phase) if session.phase != before else gr.skip()
-    silence = None if session.barge_ins != barged else gr.skip()
-    return session.starts if events else gr.skip(), session.questions if events else gr.skip(), status, silence
+def speech_started(engine: Backend, session: VoiceSession, resolution: int | None) -> Iterator[str]:
+    """The line heard speech start (link.js clicked #voice-heard-start): say so, then prepare the frame."""
+    if session.listening and session.phase == "hearing":
+        yield status_html("hearing")
+    prepare(engine, session, resolution)
 
 
 def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retries: int = 5) -> None:
@@ -190,7 +173,7 @@ def stop(session: VoiceSession) -> tuple:
 
 def check_microphone(session: VoiceSession, wait_s: float) -> None:
     time.sleep(wait_s)
-    if session.chunks == 0:
+    if session.listening and session.chunks == 0:
         gr.Warning(NO_MIC, title="No microphone")
 
 
@@ -214,8 +197,8 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             line = f"Voice: {ev.speech.engine} ({ev.speech.voice})"
             if ev.speech.notice:
                 line += f" · {ev.speech.notice}"
-            yield {"speaker": str(ev.speech.path), "voice": voice_html(line), "status": status_html("speaking"),
-                   "readout": readout(session.times)}
+            update = {"voice": voice_html(line), "status": status_html("speaking"), "readout": readout(session.times)}
+            yield update if ev.streamed else update | {"speaker": str(ev.speech.path)}
         elif isinstance(ev, Silent):
             if not session.warned_silent:
                 session.warned_silent = True
@@ -223,31 +206,43 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             yield {"voice": voice_html(f"No sound: {ev.reason}")}
 
 
-def microphone_on(models: SpeechModels, session: VoiceSession, early_ms: int = 300) -> str:
+def open_line(links: VoiceLinks, models: SpeechModels, session: VoiceSession, early_ms: int = 300) -> tuple:
+    """Start: listening begins; the page gets the token its voice line connects with (link.js, `LINE_JS`)."""
     session.listen(models.turn_taker(early_ms))
     session.phase = "listening"
-    return status_html("listening")
+    return links.issue(session), status_html("listening")
 
 
-def microphone_off(session: VoiceSession) -> str:
-    session.listening = False
+def line_opened(links: VoiceLinks, token: str, failure: str) -> str | None:
+    """The page says whether its microphone and line opened (`failure`: why not)."""
+    session = links.session(token)
+    if not failure or session is None:
+        return gr.skip()
+    session.stop()
     session.phase = "ready"
+    gr.Warning(f"The microphone could not be opened for hands-free voice: {failure}. Allow the microphone for "
+               "this page (the icon in the address bar) and press Start again, or use Push to talk.",
+               title="No microphone")
     return status_html("ready")
 
 
 # -- layout ----------------------------------------------------------------------------------------------------
-def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, settings: AppSettings) -> None:
+def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, settings: AppSettings,
+                    links: VoiceLinks) -> None:
+    """The tab; hands-free audio travels over `links` (the page's voice line, served beside the app)."""
     if isinstance(speech, VoiceUnavailable):
         gr.Markdown(f"**Voice is unavailable:** {html.escape(speech.reason)}\n\nThe other tabs work as usual.",
                     elem_id="voice-unavailable")
         return
-    session = gr.State(VoiceSession(), delete_callback=VoiceSession.close)
-    starts, questions = gr.State(0), gr.State(0)  # bumped by the microphone: prepare the frame, answer
+
+    def forget(state: VoiceSession) -> None:  # gr.State's delete callback: the person left
+        links.revoke(state.link_token)
+        state.close()
+
+    session = gr.State(VoiceSession(), delete_callback=forget)
+    starts, questions = gr.State(0), gr.State(0)  # bumped by push to talk: prepare the frame, answer
     ui = _layout(speech.about)
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
-
-    def on_chunk(state, audio):
-        return hear(state, audio, settings.voice_echo_margin_s, settings.voice_chunk_s, settings.voice_barge_in)
 
     def on_answer(state):
         for update in answer(engine, speech, state, settings):
@@ -258,25 +253,38 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
             yield {outputs[name]: value for name, value in update.items()}
 
     hidden = {"show_progress": "hidden", "api_visibility": "private"}
+    engine_group = {"concurrency_id": "engine", "concurrency_limit": 1, **hidden}
+    speak_group = {"concurrency_id": "voice-speak", "concurrency_limit": None, **hidden}
     ui["camera"].stream(remember, [session, ui["camera"]], None, stream_every=settings.frame_every_s,
                         concurrency_id="frames", concurrency_limit=None, **hidden)
-    mic, ptt, status = ui["mic"], ui["ptt"], ui["status"]
-    mic.start_recording(lambda state: microphone_on(speech, state, settings.voice_early_stt_ms), session, status,
-                        **INSTANT, **hidden)
-    mic.stop_recording(microphone_off, session, status, **INSTANT, **hidden)
-    mic.stream(on_chunk, [session, mic], [starts, questions, status, ui["speaker"]],
-               stream_every=settings.voice_chunk_s, concurrency_id="voice-mic", concurrency_limit=None, **hidden)
+    status, token = ui["status"], ui["token"]
+    # hands-free: Start opens the camera, issues the line's token, the page opens its microphone and line
+    started = ui["start"].click(lambda state: open_line(links, speech, state, settings.voice_early_stt_ms), session,
+                                [token, status], js=CAMERA_ON_JS, **INSTANT, **hidden)
+    started.then(lambda key, failure: line_opened(links, key, failure), [token, ui["failure"]], status, js=LINE_JS,
+                 **INSTANT, **hidden)
+    started.then(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None,
+                 concurrency_id="voice-check", concurrency_limit=None, **hidden)
+    def on_speech_started(state):
+        yield from speech_started(engine, state, settings.camera_resolution)
+
+    ui["heard_start"].click(on_speech_started, session, status, trigger_mode="always_last", concurrency_id="prepare",
+                            concurrency_limit=None, **hidden)
+    line_answer = ui["heard_end"].click(on_answer, session, list(outputs.values()), trigger_mode="always_last",
+                                        **engine_group)
+    # push to talk: a recording, the same turn
+    ptt = ui["ptt"]
+    ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ON_JS, **INSTANT, **hidden)
+    ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **hidden)
     starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
                   trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **hidden)
-    answering = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
-                                 concurrency_id="engine", concurrency_limit=1, **hidden)
-    answering.then(on_speak, session, [outputs[k] for k in ("voice", "speaker", "status", "readout")],
-                   concurrency_id="voice-speak", concurrency_limit=None, **hidden)
-    ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ONLY_JS, **INSTANT, **hidden)
-    ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **hidden)
-    ui["start"].click(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None, js=START_JS,
-                      concurrency_id="voice-check", concurrency_limit=None, **hidden)
-    ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[answering], queue=False, **hidden)
+    ptt_answer = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
+                                  **engine_group)
+    rest = [outputs[k] for k in ("voice", "speaker", "status", "readout")]
+    for answering in (line_answer, ptt_answer):
+        answering.then(on_speak, session, rest, **speak_group)
+    ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
+                     queue=False, **hidden)
 
 
 def _layout(about: str) -> dict:
@@ -289,8 +297,11 @@ def _layout(about: str) -> dict:
             with gr.Row():
                 ui["start"] = gr.Button("Start hands-free", variant="primary", elem_id="voice-start")
                 ui["stop"] = gr.Button("Stop", variant="stop", elem_id="voice-stop")
-            ui["mic"] = gr.Audio(sources=["microphone"], streaming=True, type="numpy",
-                                 label="Microphone (hands-free)", elem_id="voice-mic")
+            # the page's voice line (link.js) clicks these when it hears a question start and end
+            ui["heard_start"] = gr.Button("heard: start", visible="hidden", elem_id="voice-heard-start")
+            ui["heard_end"] = gr.Button("heard: end", visible="hidden", elem_id="voice-heard-end")
+            ui["token"] = gr.Textbox(visible="hidden", elem_id="voice-token")  # the line's key, from Start
+            ui["failure"] = gr.Textbox(visible="hidden", elem_id="voice-line-failure")  # why it did not open
             ui["ptt"] = gr.Audio(sources=["microphone"], type="numpy", label="Push to talk: record, then stop",
                                  elem_id="voice-ptt")
         with gr.Column(scale=3, min_width=320):

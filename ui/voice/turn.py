@@ -57,6 +57,7 @@ class Said:
     speech: Speech
     duration_s: float
     first_sound_s: float | None = None  # the turn's first sentence: seconds from the end of speech to this
+    streamed: bool = False  # sent over the page's voice line (played there after the one before), not a file
 
 
 @dataclass(frozen=True)
@@ -127,12 +128,11 @@ def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[],
     """Play the current answer's remaining sentences one after another, each when the one before has ended."""
     queue, turn = session.speech, session.turn
     while queue is not None and not queue.done and session.turn == turn:
-        wait = session.playing_until - clock()
-        if wait > 0:
-            sleep(min(wait, 0.1))
+        if not session.can_send(clock()):
+            sleep(min(session.playing_until - clock(), 0.1))
             continue
         with queue.lock:
-            item = queue.take(timeout=0.1) if clock() >= session.playing_until else None
+            item = queue.take(timeout=0.1) if session.can_send(clock()) else None
             said = None if item is None else _said(session, item, settings, clock)
         if said is not None:
             yield said
@@ -142,7 +142,7 @@ def _due(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock
     """The sentences that are ready, while nothing is playing."""
     while True:
         with queue.lock:
-            item = queue.take() if clock() >= session.playing_until else None
+            item = queue.take() if session.can_send(clock()) else None
             if item is None:
                 return
             said = _said(session, item, settings, clock)
@@ -157,8 +157,8 @@ def _said(session: VoiceSession, item: Speech | SpeechUnavailable, settings: App
     except (OSError, EOFError, wave.Error) as e:
         item.delete()
         return Silent(f"the spoken file could not be read ({e})")
-    first = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio)
-    return Said(item, duration, first)
+    first, streamed = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio)
+    return Said(item, duration, first, streamed)
 
 
 def _transcribe(transcriber: Transcriber, u: Utterance) -> Transcript | NotHeard:

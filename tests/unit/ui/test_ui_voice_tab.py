@@ -10,10 +10,13 @@ import pytest
 import app
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from ui import create_app
+from ui.voice.link import VoiceLink, VoiceLinks
+from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
 from ui.voice.tab import (
     answer,
     check_microphone,
-    hear,
+    line_opened,
+    open_line,
     prepare,
     push_to_talk_started,
     push_to_talk_stopped,
@@ -21,7 +24,6 @@ from ui.voice.tab import (
     status_html,
     stop,
 )
-from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
 
 FRAME = np.full((48, 64, 3), 120, np.uint8)
 
@@ -55,38 +57,74 @@ def test_nothing_heard_and_no_sound_are_warnings_not_errors(tmp_path):
     assert any("No sound: edge-tts failed" in u.get("voice", "") for u in updates)
 
 
-def test_the_microphone_handler_bumps_prepare_and_answer_and_survives_a_broken_chunk(tmp_path):
-    models = make_models(tmp_path)
+def pcm(audio: np.ndarray) -> bytes:
+    """float samples -> the 16-bit little-endian PCM the page's line sends."""
+    return (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def on_line(session: VoiceSession, settings=SETTINGS) -> tuple[VoiceLink, list]:
+    """`session` with an open line whose messages to the page are collected in the list."""
+    sent = []
+    session.link = VoiceLink(session, settings, sent.append)
+    return session.link, sent
+
+
+def test_start_issues_the_line_and_the_line_tells_the_page_when_a_question_starts_and_ends(tmp_path):
+    models, links = make_models(tmp_path), VoiceLinks(SETTINGS)
     session = VoiceSession(frame=FRAME)
-    session.listen(models.turn_taker())
-    bumps = [hear(session, (RATE, chunk), 0.5, settle_s=1.0)
-             for chunk in np.split(np.concatenate([voice(1), np.zeros(RATE)]), 20)]
-    starts = [b[0] for b in bumps if not isinstance(b[0], dict)]
-    questions = [b[1] for b in bumps if not isinstance(b[1], dict)]
-    assert starts[0] == 1 and questions[-1] == 1 and session.utterance.frame is FRAME
-    assert any("Hearing you" in b[2] for b in bumps if isinstance(b[2], str))
-    assert all(isinstance(x, dict) for x in hear(session, (RATE, np.array([[np.nan] * 9] * 9)), 0.5))  # skipped
-    assert all(isinstance(x, dict) for x in hear(session, None, 0.5))
+    token, status = open_line(links, models, session)
+    assert links.session(token) is session and session.listening and "Listening" in status
+    link, sent = on_line(session)
+    for frame in np.split(np.concatenate([voice(1), np.zeros(RATE)]), 50):  # 40 ms frames, as link.js sends
+        link.hear(pcm(frame))
+    kinds = [m["type"] for m in sent]
+    assert kinds == ["hush", "start", "hush", "ask"], sent  # every interrupt hushes what the page still plays
+    assert session.utterance.frame is FRAME and session.phase == "thinking" and session.questions == 1
+    link.hear(b"")  # nothing: nothing happens
+    assert len(sent) == 4
+
+
+def test_a_line_the_page_could_not_open_is_a_warning_and_stops_listening(tmp_path):
+    links, session = VoiceLinks(SETTINGS), VoiceSession()
+    token, _ = open_line(links, make_models(tmp_path), session)
+    assert isinstance(line_opened(links, token, ""), dict) and session.listening  # opened: nothing to say
+    with pytest.warns(UserWarning, match="Permission denied"):
+        status = line_opened(links, token, "NotAllowedError: Permission denied")
+    assert "Press Start" in status and not session.listening
 
 
 def test_the_frame_is_prepared_while_the_person_speaks_so_the_answer_only_adds_the_question(tmp_path):
     engine, models = make_engine(), make_models(tmp_path)
     session = VoiceSession(frame=FRAME)
     session.listen(models.turn_taker())
-    for chunk in np.split(voice(0.5), 5):  # speech starts: the frame of that moment is the question's
-        hear(session, (RATE, chunk), 0.5)
+    link, _ = on_line(session)
+    for frame in np.split(voice(0.5), 5):  # speech starts: the frame of that moment is the question's
+        link.hear(pcm(frame))
     session.frame = np.zeros_like(FRAME)  # the camera moves on while the person talks
     prepare(engine, session, None)
     assert engine.vision.calls == 1 and len(engine.lm.prefills) == 1
-    for chunk in np.split(np.zeros(RATE, np.float32), 5):
-        hear(session, (RATE, chunk), 0.5, settle_s=1.0)
+    for frame in np.split(np.zeros(RATE, np.float32), 25):
+        link.hear(pcm(frame))
     assert session.utterance.frame is FRAME
     list(answer(engine, models, session, SETTINGS))
     assert engine.vision.calls == 1  # the answer reused the prepared image
 
 
+def test_over_the_line_every_sentence_is_sent_at_once_tagged_with_its_turn_and_no_file_is_kept(tmp_path):
+    engine, models = make_engine(b"A cup. Red. Full."), make_models(tmp_path)
+    session = asked(models)
+    _, sent = on_line(session)
+    updates = list(answer(engine, models, session, SETTINGS)) + list(speak(session, SETTINGS))
+    spoken = [m for m in sent if isinstance(m, bytes)]
+    assert len(spoken) == 3 and all(m[4:8] == b"RIFF" for m in spoken)  # three WAV files, none waited for
+    assert {int.from_bytes(m[:4], "little") for m in spoken} == {session.turn}
+    assert not any("speaker" in u for u in updates)  # Gradio's player is not used
+    assert not list(tmp_path.glob("*.wav"))  # the page has the bytes: the files are gone
+    assert session.playing_until > time.monotonic() - 1  # three sentences queued one after another
+
+
 def test_no_microphone_audio_after_start_is_a_warning():
-    session = VoiceSession()
+    session = VoiceSession(listening=True)
     with pytest.warns(UserWarning, match="allow microphone access"):
         check_microphone(session, 0)
     session.chunks = 3

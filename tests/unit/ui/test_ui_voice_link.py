@@ -1,0 +1,112 @@
+"""The voice line's WebSocket (ui/voice/link.py) through Starlette's test client: who may open one, what it
+hears, what it sends back, and the limits that close it (fakes: loudness VAD, transcriber, speaker)."""
+
+import json
+
+import numpy as np
+import pytest
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
+from tests.unit.ui.test_ui_voice_tab import pcm
+from ui.voice.link import BUSY, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLinks
+from ui.voice.session import VoiceSession
+
+
+def served(links: VoiceLinks) -> TestClient:
+    return TestClient(Starlette(routes=[links.route()]))
+
+
+def listening(tmp_path, links: VoiceLinks) -> tuple[VoiceSession, str]:
+    session = VoiceSession(frame=np.zeros((8, 8, 3), np.uint8))
+    session.listen(make_models(tmp_path).turn_taker())
+    return session, links.issue(session)
+
+
+def closed_with(ws) -> tuple[int, str]:
+    """How the server closed the line. A hello it must refuse goes last, so a line left open fails, not hangs."""
+    ws.send_text(json.dumps({"type": "hello", "rate": 1}))
+    with pytest.raises(WebSocketDisconnect) as e:
+        while True:
+            ws.receive_text()
+    return e.value.code, e.value.reason
+
+
+def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(tmp_path):
+    links = VoiceLinks(SETTINGS)
+    session, token = listening(tmp_path, links)
+    with served(links).websocket_connect(f"/voice/link/{token}") as ws:
+        ws.send_text(json.dumps({"type": "hello", "rate": 48_000}))  # a browser that captures at 48 kHz
+        audio = np.concatenate([voice(1), np.zeros(RATE)])
+        audio48 = np.repeat(audio, 3)  # the same sound at 48 kHz
+        for frame in np.split(audio48, 50):
+            ws.send_bytes(pcm(frame))
+        messages = [ws.receive_json() for _ in range(4)]
+        assert [m["type"] for m in messages] == ["hush", "start", "hush", "ask"]
+        assert links.open_lines == 1 and session.link is not None and session.questions == 1
+        session.link.say(_wav(tmp_path), turn=session.turn)
+        spoken = ws.receive_bytes()
+        assert int.from_bytes(spoken[:4], "little") == session.turn and spoken[4:8] == b"RIFF"
+    assert session.link is None and links.open_lines == 0  # the page left: the line is gone
+
+
+def test_an_unknown_token_or_a_revoked_one_opens_nothing(tmp_path):
+    links = VoiceLinks(SETTINGS)
+    session, token = listening(tmp_path, links)
+    client = served(links)
+    with client.websocket_connect("/voice/link/guessed") as ws:
+        assert closed_with(ws) == UNKNOWN
+    links.revoke(token)  # the person's session ended
+    with client.websocket_connect(f"/voice/link/{token}") as ws:
+        assert closed_with(ws) == UNKNOWN
+    assert session.link is None
+
+
+def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path):
+    links = VoiceLinks(SETTINGS, LinkLimits(max_lines=1))
+    first, old = listening(tmp_path, links)
+    new = links.issue(first)
+    assert links.session(old) is None and links.session(new) is first
+    _, other = listening(tmp_path, links)
+    client = served(links)
+    with client.websocket_connect(f"/voice/link/{new}") as ws:
+        ws.send_bytes(pcm(np.zeros(640)))
+        with client.websocket_connect(f"/voice/link/{other}") as refused:
+            assert closed_with(refused) == BUSY
+        ws.send_bytes(pcm(np.zeros(640)))  # the first line still works
+    assert links.open_lines == 0
+
+
+def test_oversized_frames_and_audio_faster_than_real_time_close_the_line(tmp_path):
+    links = VoiceLinks(SETTINGS, LinkLimits(max_frame_s=0.5, ahead_s=1.0))
+    session, token = listening(tmp_path, links)
+    client = served(links)
+    with client.websocket_connect(f"/voice/link/{token}") as ws:
+        ws.send_bytes(pcm(np.zeros(RATE)))  # 1 s in one frame
+        assert closed_with(ws) == TOO_BIG
+    with client.websocket_connect(f"/voice/link/{token}") as ws:
+        for _ in range(8):  # 3.2 s of audio at once: more than 1 s ahead of the clock
+            ws.send_bytes(pcm(np.zeros(6400)))
+        assert closed_with(ws) == TOO_FAST
+    assert session.heard_s < 1.5  # what was refused was never fed to the detector
+
+
+def test_a_hello_with_an_impossible_rate_or_an_odd_frame_is_refused(tmp_path):
+    links = VoiceLinks(SETTINGS)
+    _, token = listening(tmp_path, links)
+    client = served(links)
+    for bad in (lambda ws: ws.send_text(json.dumps({"rate": 12345})), lambda ws: ws.send_text("not json"),
+                lambda ws: ws.send_bytes(b"\x00\x01\x02")):
+        with client.websocket_connect(f"/voice/link/{token}") as ws:
+            bad(ws)
+            assert closed_with(ws)[0] == 1003
+
+
+def _wav(folder):
+    from fastvlm.speech.audio import write_wav
+
+    path = folder / "sentence.wav"
+    write_wav(path, RATE, np.zeros(800, np.int16))
+    return path

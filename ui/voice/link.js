@@ -1,0 +1,138 @@
+// The page's side of the voice line (ui/voice/link.py): the microphone as 16-bit PCM frames over a WebSocket,
+// the spoken answer played as it arrives. `window.fastvlmVoice.start(token)` / `.stop()`; the tab's Start and
+// Stop call them. `window.__fvLink` keeps what happened, for the tests and the browser bench (wall-clock ms).
+(() => {
+  const CONFIG = __CONFIG__;  // {constraints, frameMs, gapS, path}: filled in by ui/voice/capture.py
+  const WORKLET = `
+class FastvlmPcm extends AudioWorkletProcessor {
+  constructor(options) {
+    super();
+    this.size = options.processorOptions.size;
+    this.buf = new Int16Array(this.size);
+    this.n = 0;
+  }
+  process(inputs) {
+    const ch = inputs[0] && inputs[0][0];
+    if (!ch) return true;
+    for (let i = 0; i < ch.length; i++) {
+      const x = Math.max(-1, Math.min(1, ch[i]));
+      this.buf[this.n++] = x < 0 ? x * 32768 : x * 32767;
+      if (this.n === this.size) {
+        this.port.postMessage(this.buf.buffer, [this.buf.buffer]);
+        this.buf = new Int16Array(this.size);
+        this.n = 0;
+      }
+    }
+    return true;
+  }
+}
+registerProcessor('fastvlm-pcm', FastvlmPcm);`;
+  const MAX_BUFFERED = 4 << 20;  // bytes waiting in the socket before frames are dropped (~2 min of audio)
+  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], closed: null};
+  const wall = () => performance.timeOrigin + performance.now();
+  let line = null;
+
+  const click = (id) => { const el = document.getElementById(id); if (el) el.click(); };
+
+  function opened(ws) {
+    return new Promise((resolve, reject) => {
+      ws.onopen = () => resolve();
+      ws.onerror = () => reject(new Error('the voice line could not connect (a proxy must pass WebSocket ' +
+                                          'upgrades for ' + CONFIG.path + ')'));
+      ws.onclose = (e) => reject(new Error(e.reason || 'the voice line closed'));
+    });
+  }
+
+  function send(L, buffer) {
+    if (L.ws.readyState !== WebSocket.OPEN) return;
+    if (L.ws.bufferedAmount > MAX_BUFFERED) { S.dropped++; return; }
+    L.ws.send(buffer);
+    S.frames++;
+  }
+
+  function hush(L, turn) {
+    L.hushed = Math.max(L.hushed, turn);
+    if (L.sources.size) S.hushes.push({at: wall(), stopped: L.sources.size});
+    for (const src of L.sources) { try { src.stop(); } catch (e) { /* already ended */ } }
+    L.sources.clear();
+    L.nextAt = 0;
+  }
+
+  function play(L, turn, buffer) {
+    if (turn < L.hushed || line !== L) return;
+    const now = L.player.currentTime, at = Math.max(now, L.nextAt);
+    const src = L.player.createBufferSource();
+    src.buffer = buffer;
+    src.connect(L.player.destination);
+    src.onended = () => L.sources.delete(src);
+    src.start(at);
+    L.sources.add(src);
+    L.nextAt = at + buffer.duration + CONFIG.gapS;
+    const starts = wall() + (at - now) * 1000;
+    S.plays.push(starts);
+    window.dispatchEvent(new CustomEvent('fastvlm-voice-playing', {detail: {at: starts}}));
+  }
+
+  function receive(L, data) {
+    if (typeof data === 'string') {
+      const msg = JSON.parse(data);
+      if (msg.type === 'start') click('voice-heard-start');
+      else if (msg.type === 'ask') click('voice-heard-end');
+      else if (msg.type === 'hush') hush(L, msg.turn);
+      return;
+    }
+    const turn = new DataView(data).getUint32(0, true);
+    if (turn < L.hushed) return;
+    // decoded one after another, so sentences play in the order they were said
+    L.decoding = L.decoding.then(() => L.player.decodeAudioData(data.slice(4)))
+      .then((buffer) => play(L, turn, buffer), (e) => console.warn('fastvlm: a sentence could not be played', e));
+  }
+
+  async function start(token) {
+    stop();
+    const stream = await navigator.mediaDevices.getUserMedia({audio: CONFIG.constraints});
+    const capture = new AudioContext({sampleRate: 16000}), player = new AudioContext();
+    const L = {stream, capture, player, ws: null, hushed: 0, nextAt: 0, sources: new Set(),
+               decoding: Promise.resolve()};
+    line = L;
+    try {
+      const code = URL.createObjectURL(new Blob([WORKLET], {type: 'application/javascript'}));
+      await capture.audioWorklet.addModule(code);
+      URL.revokeObjectURL(code);
+      const url = new URL(CONFIG.path + encodeURIComponent(token), document.baseURI);
+      url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+      L.ws = new WebSocket(url);
+      L.ws.binaryType = 'arraybuffer';
+      await opened(L.ws);
+    } catch (e) {
+      stop();
+      throw e;
+    }
+    L.ws.onmessage = (e) => receive(L, e.data);
+    L.ws.onclose = (e) => { S.closed = {code: e.code, reason: e.reason}; if (line === L) stop(); };
+    L.ws.send(JSON.stringify({type: 'hello', rate: capture.sampleRate}));
+    const size = Math.round(capture.sampleRate * CONFIG.frameMs / 1000);
+    const node = new AudioWorkletNode(capture, 'fastvlm-pcm', {processorOptions: {size}});
+    node.port.onmessage = (e) => send(L, e.data);
+    const mute = capture.createGain();  // the worklet is pulled by the destination; nothing is heard
+    mute.gain.value = 0;
+    capture.createMediaStreamSource(stream).connect(node);
+    node.connect(mute).connect(capture.destination);
+    S.state = 'on';
+    S.rate = capture.sampleRate;
+  }
+
+  function stop() {
+    const L = line;
+    line = null;
+    if (!L) return;
+    S.state = 'off';
+    hush(L, Infinity);
+    if (L.ws && L.ws.readyState <= WebSocket.OPEN) L.ws.close(1000);
+    L.stream.getTracks().forEach((t) => t.stop());
+    L.capture.close();
+    L.player.close();
+  }
+
+  window.fastvlmVoice = {start, stop};
+})();

@@ -1,0 +1,250 @@
+"""The page's own audio line for hands-free voice: microphone PCM in, spoken answers out, over one WebSocket.
+
+Gradio's streaming microphone uploads 0.1 s chunks as files and drops those recorded while the previous upload
+is pending (17 % of the audio in a measured walk, docs/voice.md), and a spoken answer was fetched as one file per
+sentence. The line replaces both for hands-free voice:
+
+  page (link.js)                                   server (this module)
+  AudioWorklet: 16-bit PCM, 40 ms frames  ──────►  `VoiceLink.hear` -> the session's turn taker (`listen`)
+  clicks #voice-heard-start / #voice-heard-end ◄──  {"type": "start"} / {"type": "ask"}   (Gradio events answer)
+  stops every sound of turns < n at once       ◄──  {"type": "hush", "turn": n}            (every interrupt)
+  decodes and plays each sentence after the last ◄── binary: turn (uint32 LE) + the sentence's WAV/MP3 bytes
+
+A line is opened by Start: the Gradio event issues a token for that person's `VoiceSession` (`VoiceLinks.issue`),
+and the page connects to `/voice/link/<token>`. The token is the only key: it is random, issued only through
+the page (behind its login when there is one) and dies with the session. Limits: `LinkLimits`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import secrets
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fastvlm.speech import SpeechStarted, UtteranceEnded
+
+from ..settings import AppSettings
+
+if TYPE_CHECKING:
+    from starlette.websockets import WebSocket
+
+    from .session import VoiceSession
+
+log = logging.getLogger(__name__)
+
+PATH = "/voice/link/{token}"
+RATES = (8_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000)  # what a browser's AudioContext may run at
+# WebSocket close codes (RFC 6455, 4000+ private) and reasons the page shows
+UNKNOWN = (4404, "this voice line is unknown or expired: press Start again")
+BUSY = (1013, "too many voice lines are open on this server: try again later")
+TOO_BIG = (1009, "a microphone frame was too large")
+TOO_FAST = (1008, "microphone audio arrived faster than real time")
+BAD_FRAME = (1003, "the voice line carries 16-bit PCM frames and a hello message only")
+REPLACED = (4000, "this voice line was opened again elsewhere")
+
+
+@dataclass(frozen=True)
+class LinkLimits:
+    """What one page may cost the server through its line."""
+
+    max_lines: int = 64  # open lines at once, all people together (the queue's size)
+    max_tokens: int = 256  # issued tokens kept (the oldest unused one is forgotten first)
+    max_frame_s: float = 1.0  # the longest single microphone frame (the page sends 40 ms)
+    ahead_s: float = 5.0  # audio may run this far ahead of the wall clock since the line opened
+
+
+class VoiceLink:
+    """One page's open line. `hear` runs in a worker thread, one frame at a time; `say`/`hush` may be called from
+    any thread. Everything for the page goes to `post` (thread-safe, keeps the order: the server queues it onto
+    the event loop that writes the socket)."""
+
+    def __init__(self, session: VoiceSession, settings: AppSettings, post: Callable[[dict | bytes], None]) -> None:
+        self.session = session
+        self.settings = settings
+        self.rate = 16_000
+        self.opened = time.monotonic()
+        self.heard_s = 0.0
+        self.closed = False
+        self._post = post
+
+    # -- from the page ---------------------------------------------------------------------------------------
+    def hello(self, text: str) -> tuple[int, str] | None:
+        """The page's first message says its capture rate; None when it is acceptable, else why the line closes."""
+        try:
+            rate = int(json.loads(text).get("rate", 16_000))
+        except (ValueError, TypeError, AttributeError):
+            return BAD_FRAME
+        if rate not in RATES:
+            return BAD_FRAME
+        self.rate = rate
+        return None
+
+    def check(self, data: bytes, limits: LinkLimits, now: float | None = None) -> tuple[int, str] | None:
+        """None when `data` may be heard, else (close code, reason)."""
+        now = time.monotonic() if now is None else now
+        seconds = len(data) / 2 / self.rate
+        if len(data) % 2:
+            return BAD_FRAME
+        if seconds > limits.max_frame_s:
+            return TOO_BIG
+        if self.heard_s + seconds > now - self.opened + limits.ahead_s:
+            return TOO_FAST
+        self.heard_s += seconds
+        return None
+
+    def hear(self, data: bytes) -> None:
+        """One frame of 16-bit PCM: feeds the person's turn taker and tells the page what it caused."""
+        from .session import listen
+
+        session = self.session
+        samples = np.frombuffer(data, "<i2")  # (n,) int16 mono at self.rate
+        try:
+            events = listen(session, self.rate, samples, self.settings.voice_echo_margin_s,
+                            settle_s=samples.size / self.rate, barge_in=self.settings.voice_barge_in)
+        except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
+            log.warning("a microphone frame was dropped: %s", e, exc_info=True)
+            return
+        for event in events:
+            if isinstance(event, SpeechStarted):
+                session.phase = "hearing"
+                self._send({"type": "start"})
+            elif isinstance(event, UtteranceEnded):
+                session.phase = "thinking"
+                self._send({"type": "ask"})
+
+    # -- to the page -----------------------------------------------------------------------------------------
+    def say(self, path: Path, turn: int) -> bool:
+        """Send one spoken sentence (a WAV or MP3 file) to be played after the ones before; False if closed."""
+        if self.closed:
+            return False
+        self._send(struct.pack("<I", turn) + path.read_bytes())
+        return True
+
+    def hush(self, turn: int) -> None:
+        """Stop every sound of the turns before `turn` at once (a new question, barge-in, Stop)."""
+        self._send({"type": "hush", "turn": turn})
+
+    def _send(self, message: dict | bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self._post(message)
+        except RuntimeError:  # the server's event loop is gone
+            self.closed = True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class VoiceLinks:
+    """Every person's voice line in one app: tokens issued by the page's Start, the WebSocket route they open."""
+
+    def __init__(self, settings: AppSettings, limits: LinkLimits | None = None) -> None:
+        self.settings = settings
+        self.limits = limits or LinkLimits()
+        self._sessions: OrderedDict[str, VoiceSession] = OrderedDict()
+        self._open: dict[str, VoiceLink] = {}
+        self._lock = threading.Lock()
+
+    def issue(self, session: VoiceSession) -> str:
+        """A new token for `session`'s line (its older token stops working)."""
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            if session.link_token:
+                self._sessions.pop(session.link_token, None)
+            self._sessions[token] = session
+            idle = [t for t in self._sessions if t not in self._open]
+            while len(self._sessions) > self.limits.max_tokens and idle:
+                self._sessions.pop(idle.pop(0), None)
+        session.link_token = token
+        return token
+
+    def revoke(self, token: str | None) -> None:
+        """The session ended: its token no longer opens a line, and an open line closes at its next frame."""
+        with self._lock:
+            self._sessions.pop(token or "", None)
+            link = self._open.pop(token or "", None)
+        if link is not None:
+            link.close()
+
+    def session(self, token: str) -> VoiceSession | None:
+        with self._lock:
+            return self._sessions.get(token)
+
+    @property
+    def open_lines(self) -> int:
+        return len(self._open)
+
+    def route(self):
+        from starlette.routing import WebSocketRoute
+
+        return WebSocketRoute(PATH, self.serve)
+
+    async def serve(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        token = websocket.path_params.get("token", "")
+        with self._lock:
+            session = self._sessions.get(token)
+            refused = UNKNOWN if session is None else BUSY if len(self._open) >= self.limits.max_lines else None
+            if refused is None:
+                loop, out = asyncio.get_running_loop(), asyncio.Queue()
+                post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
+                old, link = self._open.get(token), VoiceLink(session, self.settings, post)
+                self._open[token] = link
+        if refused is not None:
+            log.info("voice line refused: %s", refused[1])
+            await websocket.close(*refused)
+            return
+        if old is not None:
+            old.close()
+        session.link = link
+        writer = asyncio.create_task(_write(websocket, out))
+        try:
+            await self._read(websocket, link)
+        finally:
+            writer.cancel()
+            link.close()
+            with self._lock:
+                if self._open.get(token) is link:
+                    del self._open[token]
+            if session.link is link:
+                session.link = None
+
+    async def _read(self, websocket: WebSocket, link: VoiceLink) -> None:
+        from anyio import to_thread
+
+        while not link.closed:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data, text = message.get("bytes"), message.get("text")
+            refused = link.hello(text) if text is not None else link.check(data or b"", self.limits)
+            if refused is not None:
+                log.info("voice line closed: %s", refused[1])
+                await websocket.close(*refused)
+                return
+            if data:
+                await to_thread.run_sync(link.hear, data)
+        await websocket.close(*REPLACED)
+
+
+async def _write(websocket: WebSocket, out: asyncio.Queue) -> None:
+    """Runs while a line is open: sends what its link posted, in order."""
+    while True:
+        message = await out.get()
+        if isinstance(message, bytes):
+            await websocket.send_bytes(message)
+        else:
+            await websocket.send_text(json.dumps(message))

@@ -50,17 +50,42 @@ movb   $0x1,0xc0(%rsp)
 mov    %rdx,0xf0(%rsp)
 vmovdqa %xmm0,0xd0(%rsp)
 ldtilecfg 0xc0(%rsp)"""
+# GCC 13.3 (Debian trixie's 13.3.0-16), same source and flags, with or without -fno-dse: the address in a register
+BY_REGISTER = """\
+lea    0xc0(%rsp),%rdi
+cmpb   $0x0,0x0(%rax)
+jne    32ae6 <ggml_backend_amx_mul_mat(ggml_compute_params const*, ggml_tensor*)+0x9f6>
+vpxor  %xmm0,%xmm0,%xmm0
+mov    0x0(%rip),%rdx
+vmovdqa64 %zmm0,0xc0(%rsp)
+vmovdqa 0x0(%rip),%xmm0
+movb   $0x1,0xc0(%rsp)
+mov    %rdx,0xf0(%rsp)
+vmovdqa %xmm0,0xd0(%rsp)
+ldtilecfg (%rdi)"""
 
 STORE = re.compile(r",(-?0x[0-9a-f]+|\d*)\((%r[sb]p)\)\s*$")
-LOAD_CFG = re.compile(r"ldtilecfg\s+(-?0x[0-9a-f]+|\d*)\((%r[sb]p)\)")
+LOAD_CFG = re.compile(r"ldtilecfg\s+(-?0x[0-9a-f]+|\d*)\((%r\w+)\)")
+LEA = re.compile(r"lea\s+(-?0x[0-9a-f]+|\d*)\((%r[sb]p)\),(%r\w+)\s*$")
 
 
-def missing_stores(instructions: list[str]) -> list[int]:
-    """For code ending in `ldtilecfg OFF(%rsp)`: the configuration offsets (16: colsb[], 48: rows[]) that no
-    instruction before it stores to; [] when the configuration is written."""
+def config_address(instructions: list[str]) -> tuple[int, str]:
+    """(offset, %rsp or %rbp) of the configuration `ldtilecfg` (the last instruction) loads: its operand, or the
+    `lea OFF(%rsp),%reg` before it that set the register it names."""
     site = LOAD_CFG.search(instructions[-1])
     assert site, instructions[-1]
     base, reg = int(site.group(1) or "0", 0), site.group(2)
+    if reg in ("%rsp", "%rbp"):
+        return base, reg
+    lea = next((m for line in reversed(instructions[:-1]) if (m := LEA.search(line)) and m.group(3) == reg), None)
+    assert lea, f"no lea into {reg} before {instructions[-1]}"
+    return base + int(lea.group(1) or "0", 0), lea.group(2)
+
+
+def missing_stores(instructions: list[str]) -> list[int]:
+    """For code ending in `ldtilecfg` of a stack slot: the configuration offsets (16: colsb[], 48: rows[]) that no
+    instruction before it stores to; [] when the configuration is written."""
+    base, reg = config_address(instructions)
     stored = set()
     for line in instructions[:-1]:
         m = STORE.search(line)
@@ -72,6 +97,8 @@ def missing_stores(instructions: list[str]) -> list[int]:
 def test_the_check_tells_the_miscompiled_configuration_from_the_fixed_one():
     assert missing_stores(BROKEN.splitlines()) == [16, 48]
     assert missing_stores(FIXED.splitlines()) == []
+    assert missing_stores(BY_REGISTER.splitlines()) == []
+    assert missing_stores(BY_REGISTER.replace("0xd0(%rsp)", "0xd0(%rbx)").splitlines()) == [16]
 
 
 def amx_sites(lib: Path) -> list[list[str]]:

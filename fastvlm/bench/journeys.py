@@ -50,6 +50,8 @@ class JourneySettings:
     live_max_tokens: int = 48  # ui/settings.py live_max_new_tokens
     voice_runs: int = 5  # spoken questions (bench-voice's QUESTIONS, in turn), each under both end-of-turn rules
     pause_questions: int = 20  # questions with a 0.5 s pause mid-sentence: how many each rule cuts there
+    voice_chunk_s: float = 0.25  # microphone chunk the voice journeys feed (ui/settings.py voice_chunk_s)
+    voice_preemptive: bool = True  # semantic rule: the answer begun at TurnLikelyEnded (bench-voice --preemptive)
 
     @classmethod
     def quick(cls) -> "JourneySettings":
@@ -179,7 +181,9 @@ def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads:
 
     p = argparse.ArgumentParser()
     vb.add_arguments(p)
-    args = p.parse_args(["--max-tokens", str(settings.max_tokens), "--tts", "espeak"])
+    args = p.parse_args(["--max-tokens", str(settings.max_tokens), "--tts", "espeak",
+                         "--chunk-s", str(settings.voice_chunk_s),
+                         "--preemptive" if settings.voice_preemptive else "--no-preemptive"])
     config = SpeechConfig(whisper_model=args.whisper_model, threads=threads, end_silence_ms=args.end_silence_ms,
                           speech_pad_ms=args.speech_pad_ms, download=False, audio_dir=audio_dir)
     transcriber, speaker, vad, questions = vb._speech(config, args.tts, args.question_wpm)

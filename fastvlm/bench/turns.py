@@ -59,10 +59,9 @@ def speak(backend, parts: tuple[str, ...], wpm: int, pause_s: float = 0.5, voice
     return Spoken(np.concatenate(pieces), " ".join(parts), bounds[0][0], bounds[-1][1], pause)
 
 
-def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_start=None):
+def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_event=None):
     """Feed `audio` in real time, `chunk_s` per chunk, until the turn ends -> (TurnEnded or None, seconds
-    from the first chunk to the end being known). `on_start()` is called on SpeechStarted."""
-    from ..speech import SpeechStarted
+    from the first chunk to the end being known). `on_event(event)` is called on every other event."""
     from ..speech.turn import TurnEnded
 
     step = int(chunk_s * RATE)
@@ -72,10 +71,10 @@ def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_start=None):
         events = taker.feed(RATE, audio[k : k + step])
         events += taker.settle(t0 + (k + 2 * step) / RATE - time.perf_counter())  # a verdict: until the next chunk
         for event in events:
-            if isinstance(event, SpeechStarted) and on_start is not None:
-                on_start()
-            elif isinstance(event, TurnEnded):
+            if isinstance(event, TurnEnded):
                 return event, time.perf_counter() - t0
+            if on_event is not None:
+                on_event(event)
     return None, time.perf_counter() - t0
 
 

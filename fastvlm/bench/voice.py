@@ -11,11 +11,13 @@ Stages (medians over the kept runs):
              semantic: a 200 ms pause, Whisper on the speech so far and the judge's verdict, up to a chunk
   STT        waiting for Whisper after that. Transcribing starts at the pause that ends the question (silence
              rule: its first `--early-stt-ms` pause), so only the rest is waited for (`stt_compute_s`: its length)
-  TTFT       the engine's time to first token (the image work was done during speech)
+  TTFT       the engine's time to first token (the image work was done during speech). `--preemptive`
+             (semantic rule): the answer is begun at `TurnLikelyEnded`, while the silence that confirms the
+             end still runs, and played at `TurnEnded`; a `TurnResumed` cancels it
   sentence   first token -> first sentence complete (random weights never end a sentence: capped at
              `--sentence-tokens`, about "You are holding a red mug.")
   TTS        synthesizing the first sentence
-  total      true end of speech -> the first sentence's audio file is ready to play
+  total      true end of speech -> the first sentence's audio file is ready to play and the turn is over
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.cancel import CancelToken
 from ..engine.config import GenerationOptions
 from ..engine.events import Done, FirstToken, Request, TextDelta
 from .runs import fresh, sample_images
@@ -56,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a question (silence rule)")
     p.add_argument("--speech-pad-ms", type=int, default=400, help="audio kept around the speech (as app.py)")
     p.add_argument("--early-stt-ms", type=int, default=300, help="start transcribing at a pause this long (0: off)")
+    p.add_argument("--preemptive", action=argparse.BooleanOptionalAction, default=True,
+                   help="semantic rule: begin the answer when the judge says finished, play it once the turn ends")
     p.add_argument("--whisper-model", default="tiny.en")
     p.add_argument("--question-wpm", type=int, default=140, help="eSpeak NG rate: 140 makes 2.2-2.5 s questions")
     p.add_argument("--tts", choices=("fallback", "espeak"), default="fallback",
@@ -123,36 +128,61 @@ def turn_takers(vad, transcriber, config, early_stt_ms: int):
     from ..speech import TurnTaker, load_judge
 
     judge = load_judge(config.turn_judge)
-    return lambda rule: TurnTaker(vad, transcriber, config, judge, rule, early_stt_ms)
+    return lambda rule: TurnTaker(vad, transcriber, config, judge, rule, early_stt_ms, likely_events=True)
 
 
 def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, args) -> dict:
     """Play `audio` into the turn taker in real time, then answer the question as the tab does; the stage times."""
+    from ..speech import SpeechStarted
+    from ..speech.turn import TurnLikelyEnded, TurnResumed
     from .turns import hear_turn
 
     prepared: dict = {}
+    early: dict = {"cancelled": 0}  # the answer begun at TurnLikelyEnded (--preemptive)
 
-    def start() -> None:  # speech started: prepare the frame while the person talks
-        threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
+    def on_event(event) -> None:
+        if isinstance(event, SpeechStarted):  # prepare the frame while the person talks
+            threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
+        elif isinstance(event, TurnLikelyEnded) and args.preemptive:
+            early.update(end_s=event.end_s, token=CancelToken(), row={})
+            early["thread"] = threading.Thread(target=_answer_early, args=(engine, speaker, event, frame, size, args,
+                                                                          early["token"], early["row"]))
+            early["thread"].start()
+        elif isinstance(event, TurnResumed) and early.get("end_s") == event.end_s:
+            early["token"].cancel()
+            early["cancelled"] += 1
+            early.pop("end_s")
 
     t0 = time.perf_counter()
-    ended, at = hear_turn(taker, audio, args.chunk_s, on_start=start)
+    ended, at = hear_turn(taker, audio, args.chunk_s, on_event=on_event)
     t_end = t0 + at
     if ended is None:
         raise RuntimeError("the turn taker never heard the end of the question")
     spoken_end = t0 + end_s
-    if ended.transcript is not None:
-        transcript = ended.transcript.result()
+    if early.get("end_s") == ended.end_s:  # the answer begun at the pause is the one to play
+        early["thread"].join()
+        row = early["row"]
+        transcript, answer = row.pop("transcript"), row
+        stt_s = max(0.0, row.pop("heard_at") - t_end)
     else:
-        transcript = transcriber.transcribe(ended.audio)
-    row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": time.perf_counter() - t_end,
-           "stt_compute_s": transcript.elapsed_s, "early_stt_used": ended.transcript is not None,
-           "ended_by": ended.by, "verdict": ended.verdict.reason if ended.verdict else None,
-           "transcript": transcript.text}
-    row.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, spoken_end))
+        transcript = ended.transcript.result() if ended.transcript is not None else transcriber.transcribe(ended.audio)
+        stt_s = time.perf_counter() - t_end
+        answer = _answer(engine, speaker, transcript.text or "What is this?", frame, size, args)
+    row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": stt_s, "stt_compute_s": transcript.elapsed_s,
+           "early_stt_used": ended.transcript is not None, "ended_by": ended.by,
+           "verdict": ended.verdict.reason if ended.verdict else None, "transcript": transcript.text,
+           "preemptive": early.get("end_s") == ended.end_s, "preemptive_cancelled": early["cancelled"], **answer,
+           "total_s": float(max(answer["done_at"], t_end) - spoken_end)}  # heard when ready and the turn is over
     row["prepared_before_end"] = prepared.get("done_at", float("inf")) <= t_end
     row["prepare_s"] = prepared.get("elapsed_s")
     return row
+
+
+def _answer_early(engine, speaker, likely, frame, size, args, token, out: dict) -> None:
+    """The answer to the question that `likely` (a TurnLikelyEnded) says is finished, begun before the end."""
+    transcript = likely.transcript.result()
+    out.update(transcript=transcript, heard_at=time.perf_counter())
+    out.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, token))
 
 
 def _prepare(engine, frame, size, out: dict) -> None:
@@ -161,8 +191,9 @@ def _prepare(engine, frame, size, out: dict) -> None:
     out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
 
 
-def _answer(engine, speaker, question, frame, size, args, spoken_end) -> dict:
-    """Stream the answer; speak the first sentence in a thread as soon as it is complete."""
+def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:
+    """Stream the answer; speak the first sentence in a thread as soon as it is complete; `done_at`: its audio
+    is ready."""
     from ..speech import SentenceChunker
 
     chunker, text, tokens, spoken = SentenceChunker(), "", 0, {}
@@ -170,7 +201,7 @@ def _answer(engine, speaker, question, frame, size, args, spoken_end) -> dict:
     worker = None
     request = Request(frame, question, options=GenerationOptions(max_new_tokens=args.max_tokens), resolution=size)
     stats = None
-    for event in engine.stream(request):
+    for event in engine.stream(request, cancel=cancel):
         if isinstance(event, FirstToken):
             ttft, t_first = event.ttft_s, time.perf_counter()
         elif isinstance(event, TextDelta):
@@ -183,13 +214,15 @@ def _answer(engine, speaker, question, frame, size, args, spoken_end) -> dict:
                 worker.start()
         elif isinstance(event, Done):
             stats = event.stats
+    if worker is None and cancel is not None and cancel.cancelled:  # a preemptive answer not wanted after all
+        return {"cancelled": True}
     if worker is None:  # a short answer: the whole of it is the first sentence
         t_sentence = time.perf_counter()
         worker = threading.Thread(target=_speak, args=(speaker, text or "Nothing.", spoken))
         worker.start()
     worker.join()
     return {"ttft_s": ttft, "sentence_s": t_sentence - (t_first or t_sentence), "tts_s": spoken["elapsed_s"],
-            "total_s": float(spoken["done_at"] - spoken_end), "voice": spoken["engine"],
+            "done_at": spoken["done_at"], "voice": spoken["engine"],
             "encode_s": stats.encode_s if stats else None, "prefill_s": stats.prefill_s if stats else None,
             "reused_tokens": stats.reused_tokens if stats else None}
 

@@ -4,9 +4,12 @@ Two rules (`SpeechConfig.end_of_turn`):
   silence   the question ends after `end_silence_ms` (700 ms) of silence. Whisper starts at the first pause
             of `early_stt_ms` (300 ms); if that pause is the end, its transcript is used.
   semantic  at every pause of `turn_pause_ms` (200 ms) Whisper transcribes the speech so far and a
-            `TurnJudge` says whether the question is finished. Finished: it ends there, as soon as the
-            verdict is in and the silence has lasted `turn_min_silence_ms`. Not finished: the person is waited
-            for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
+            `TurnJudge` says whether the question is finished. Finished: the question ends there once the silence
+            has lasted `turn_min_silence_ms` (200 ms). With `likely_events`, `TurnLikelyEnded` comes at the
+            verdict (an answer may be begun, not yet played), the end needs `turn_confirm_silence_ms` (600 ms:
+            a person who pauses mid-question for 0.5 s goes on before it), and `TurnResumed` comes if the
+            person speaks on first (drop what was begun). Not finished: the person is
+            waited for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
 `TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
 transcript begun at its pause, if any) for the end; `settle(timeout)` waits for a verdict still being made.
 """
@@ -40,18 +43,41 @@ class TurnEnded(UtteranceEnded):
     verdict: Verdict | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class TurnLikelyEnded:
+    """The judge says the question that paused at `end_s` is finished: it ends there unless the person speaks
+    on within `turn_min_silence_ms` of silence (`TurnResumed`). Answer it now, play the answer at `TurnEnded`."""
+
+    audio: np.ndarray  # (n,) float32 mono 16 kHz: the speech so far
+    start_s: float
+    end_s: float  # where the pause began: the `TurnEnded` that confirms it has the same end_s
+    transcript: Future  # -> Transcript of `audio`
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class TurnResumed:
+    """The person spoke on after the `TurnLikelyEnded` at `end_s`: whatever was begun for it is not wanted."""
+
+    end_s: float
+
+
 @dataclass
 class _Pause:
     event: Paused
     transcript: Future  # -> Transcript
     verdict: Future | None  # -> Verdict (semantic rule only)
+    likely: bool = False  # TurnLikelyEnded was sent for it
 
 
 class TurnTaker:
     """One person's turn taking: feed microphone chunks, get `SpeechStarted` and `TurnEnded`."""
 
     def __init__(self, vad: VadModel, transcriber: Transcriber, config: SpeechConfig | None = None,
-                 judge: TurnJudge | None = None, rule: str | None = None, early_stt_ms: int = 300) -> None:
+                 judge: TurnJudge | None = None, rule: str | None = None, early_stt_ms: int = 300,
+                 likely_events: bool = False) -> None:
+        """`likely_events`: send `TurnLikelyEnded` / `TurnResumed` (semantic rule) for a caller that answers
+        before the end is confirmed; without them the events are those of the detector and `TurnEnded`."""
         self.config = config or SpeechConfig()
         self.rule = rule or self.config.end_of_turn
         if self.rule not in RULES:
@@ -63,6 +89,8 @@ class TurnTaker:
         self.detector = TurnDetector(vad, c, end_silence_ms=c.turn_max_silence_ms if semantic else c.end_silence_ms,
                                      pause_ms=c.turn_pause_ms if semantic else early_stt_ms)
         self.transcriber, self.judge = transcriber, judge if semantic else None
+        self.likely_events = likely_events
+        self._end_silence_s = (c.turn_confirm_silence_ms if likely_events else c.turn_min_silence_ms) / 1000
         self._pause: _Pause | None = None
 
     @property
@@ -71,22 +99,28 @@ class TurnTaker:
         p = self._pause
         return p is not None and p.verdict is not None and not p.verdict.done()
 
-    def feed(self, sample_rate: int, chunk: np.ndarray) -> list[TurnEvent]:
-        out: list[TurnEvent] = []
+    def feed(self, sample_rate: int, chunk: np.ndarray) -> list[TurnEvent | TurnLikelyEnded | TurnResumed]:
+        out: list = []
         for event in self.detector.feed(sample_rate, chunk):
             if isinstance(event, Paused):
+                out += self._resumed()
                 self._pause = self._start(event)
             elif isinstance(event, UtteranceEnded):
                 p, self._pause = self._pause, None
                 same = p is not None and p.event.end_s == event.end_s and p.event.start_s == event.start_s
+                if p is not None and p.likely and not same:
+                    out.append(TurnResumed(p.event.end_s))
                 by = "max_audio" if event.truncated else "fallback" if self.judge is not None else "silence"
                 out.append(TurnEnded(event.audio, event.start_s, event.end_s, event.truncated,
                                      p.transcript if same else None, by, _done(p.verdict) if same else None))
             else:
                 out.append(event)
+        p = self._pause
+        if p is not None and p.likely and self.detector.silence_s(p.event.end_s) is None:
+            out += self._resumed()
         return out + self._decide()
 
-    def settle(self, timeout_s: float) -> list[TurnEvent]:
+    def settle(self, timeout_s: float) -> list[TurnEvent | TurnLikelyEnded | TurnResumed]:
         """Wait up to `timeout_s` for the verdict on the pause going on (none: returns at once); the end it
         decides, if any. Call it after every `feed()`: a verdict may have come in since."""
         p = self._pause
@@ -98,7 +132,12 @@ class TurnTaker:
         self.detector.reset()
         self._pause = None
 
-    def _decide(self) -> list[TurnEvent]:
+    def _resumed(self) -> list:
+        """The person spoke on: a `TurnLikelyEnded` sent for the pause going on is withdrawn."""
+        p, self._pause = self._pause, None
+        return [TurnResumed(p.event.end_s)] if p is not None and p.likely else []
+
+    def _decide(self) -> list:
         p = self._pause
         if p is None or p.verdict is None or not p.verdict.done():
             return []
@@ -109,14 +148,18 @@ class TurnTaker:
         silence = self.detector.silence_s(p.event.end_s)
         if not verdict.complete or silence is None:
             return []
-        if silence * 1000 < self.config.turn_min_silence_ms:
-            return []
+        out: list = []
+        if self.likely_events and not p.likely:
+            p.likely = True
+            out.append(TurnLikelyEnded(p.event.audio, p.event.start_s, p.event.end_s, p.transcript, verdict))
+        if silence < self._end_silence_s:
+            return out
         ended = self.detector.end_now(p.event.end_s)
         self._pause = None
         if ended is None:
-            return []
+            return out
         log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
-        return [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, "judge", verdict)]
+        return out + [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, "judge", verdict)]
 
     def _start(self, pause: Paused) -> _Pause:
         """Transcribe the speech so far in a thread; judge it (after the transcript, or beside it)."""

@@ -9,7 +9,7 @@ from fastvlm.bench.turns import speak
 from fastvlm.engine.events import ModelFileError
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.judge import SmartTurnJudge, TranscriptJudge
-from fastvlm.speech.turn import TurnEnded, TurnTaker
+from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed, TurnTaker
 from fastvlm.speech.vad import silero_vad
 from tests.installed import load_whisper, skip_missing
 
@@ -32,22 +32,33 @@ def espeak():
         skip_missing("espeakng-loader", f"no eSpeak NG library to speak the questions: {e}")
 
 
-def turns(whisper, spoken, rule="semantic"):
-    """Every turn the taker takes in `spoken`, chunk by chunk (0.1 s), each verdict waited for."""
-    taker = TurnTaker(silero_vad(), whisper, CONFIG, TranscriptJudge(), rule)
+def turns(whisper, spoken, rule="semantic", kinds=(TurnEnded,)):
+    """Every turn the taker takes in `spoken` (and the other `kinds` of event), chunk by chunk (0.1 s), each
+    verdict waited for."""
+    taker = TurnTaker(silero_vad(), whisper, CONFIG, TranscriptJudge(), rule, likely_events=True)
     out = []
     for i in range(0, spoken.audio.size, 1600):
         events = taker.feed(RATE, spoken.audio[i : i + 1600]) + taker.settle(10.0)
-        out += [(e, (i + 1600) / RATE) for e in events if isinstance(e, TurnEnded)]
+        out += [(e, (i + 1600) / RATE) for e in events if isinstance(e, kinds)]
     return out
 
 
-def test_a_finished_question_ends_within_a_short_pause_of_its_last_word(whisper, espeak):
+def test_a_finished_question_is_likely_over_at_a_short_pause_and_over_at_min_silence(whisper, espeak):
     spoken = speak(espeak, ("What color is the square?",), 140)
-    [(end, seen)] = turns(whisper, spoken)
-    assert end.by == "judge", end.verdict
-    assert seen - spoken.end_s <= 0.2 + 0.1 + 0.15  # the pause, a chunk, Silero's lag behind the last sound
-    assert "square" in end.transcript.result().text.lower()
+    [(likely, told), (end, seen)] = turns(whisper, spoken, kinds=(TurnLikelyEnded, TurnEnded))
+    assert isinstance(likely, TurnLikelyEnded) and end.by == "judge", end.verdict
+    assert told - spoken.end_s <= 0.2 + 0.1 + 0.15  # the pause, a chunk, Silero's lag behind the last sound
+    assert seen - spoken.end_s <= CONFIG.turn_confirm_silence_ms / 1000 + 0.1 + 0.15
+    assert end.transcript is likely.transcript and "square" in end.transcript.result().text.lower()
+
+
+def test_a_finished_sounding_half_before_a_pause_is_withdrawn_not_cut(whisper, espeak):
+    spoken = speak(espeak, ("What am I holding", "in my right hand?"), 140, pause_s=0.5)
+    events = turns(whisper, spoken, kinds=(TurnLikelyEnded, TurnResumed, TurnEnded))
+    assert [type(e) for e, _ in events][-1] is TurnEnded and events[-1][0].end_s > spoken.pause_s[1]
+    assert "hand" in events[-1][0].transcript.result().text.lower()
+    if len(events) > 2:  # the half was judged finished: its answer was withdrawn when the speech went on
+        assert [type(e) for e, _ in events[:2]] == [TurnLikelyEnded, TurnResumed]
 
 
 def test_an_unfinished_question_is_waited_for_until_the_fallback_silence(whisper, espeak):

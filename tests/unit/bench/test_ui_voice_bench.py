@@ -27,7 +27,7 @@ class SimulatedTime:
         self.slept += max(0.0, seconds)
 
 
-@pytest.mark.parametrize("rule, tail", [("semantic", (0.2, 0.55)), ("silence", (0.7, 1.1))])
+@pytest.mark.parametrize("rule, tail", [("semantic", (0.6, 0.95)), ("silence", (0.7, 1.1))])
 def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys, rule,
                                                                             tail):
     transcriber = FakeTranscriber()
@@ -52,9 +52,11 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     assert len(runs) == 2 and all(r["early_stt_used"] for r in runs)
     assert transcriber.calls == 3  # one early transcript per turn, none redone
     for r in runs:
-        # semantic: the 200 ms pause, a VAD window, up to a chunk (0.25 s); silence: end_silence_ms and a chunk
+        # semantic: turn_min_silence_ms, a VAD window, up to a chunk (0.25 s); silence: end_silence_ms and a chunk
         assert tail[0] <= r["vad_tail_s"] <= tail[1] and r["ended_by"] == {"semantic": "judge"}.get(rule, rule)
         assert all(r[k] >= 0 for k in voice.STAGES) and r["voice"] == "fake-tts"
-        assert r["total_s"] >= r["vad_tail_s"] + r["ttft_s"]
+        # semantic: answered from the 200 ms pause on (--preemptive), heard once the turn is over
+        assert r["preemptive"] is (rule == "semantic") and r["preemptive_cancelled"] == 0
+        assert r["total_s"] >= r["vad_tail_s"] + (0 if r["preemptive"] else r["ttft_s"])
     out = capsys.readouterr().out
     assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out

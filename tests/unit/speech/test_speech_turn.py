@@ -8,7 +8,7 @@ import pytest
 
 from fastvlm.speech import SpeechConfig, SpeechStarted, Transcript
 from fastvlm.speech.judge import TranscriptJudge
-from fastvlm.speech.turn import TurnEnded, TurnTaker
+from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed, TurnTaker
 from fastvlm.speech.vad import Paused, TurnDetector
 
 RATE = 16_000
@@ -61,8 +61,9 @@ def ends(events):
     return [(e, t) for e, t in events if isinstance(e, TurnEnded)]
 
 
-def semantic(transcriber, **options):
-    return TurnTaker(LoudnessVad(), transcriber, SpeechConfig(**options), TranscriptJudge(), "semantic")
+def semantic(transcriber, likely_events=False, **options):
+    return TurnTaker(LoudnessVad(), transcriber, SpeechConfig(**options), TranscriptJudge(), "semantic",
+                     likely_events=likely_events)
 
 
 @pytest.mark.parametrize("text, complete", [
@@ -101,15 +102,23 @@ def test_end_now_ends_only_while_that_pause_lasts():
     assert ended is not None and ended.start_s == pause.start_s and ended.end_s == later.end_s
 
 
-def test_a_finished_question_ends_at_its_first_short_pause_with_its_transcript():
+def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at_min_silence():
     transcriber = ScriptedTranscriber("What color is the square?")
-    taker = semantic(transcriber)
+    taker = semantic(transcriber, likely_events=True)  # turn_pause_ms 200, turn_confirm_silence_ms 600
     events = hear(taker, np.concatenate([quiet(0.5), voice(1.5), quiet(2.5)]))
     assert isinstance(events[0][0], SpeechStarted)
+    [(likely, told)] = [(e, t) for e, t in events if isinstance(e, TurnLikelyEnded)]
+    assert likely.end_s == pytest.approx(2.0, abs=0.04) and likely.verdict.complete
+    assert told - 2.0 <= 0.2 + 0.1 + 0.04  # the pause, one chunk, one window: the answer may begin
     [(end, seen)] = ends(events)
-    assert end.by == "judge" and end.verdict.complete and end.end_s == pytest.approx(2.0, abs=0.04)
-    assert seen - 2.0 <= 0.2 + 0.1 + 0.04  # the pause, one chunk, one window
-    assert end.transcript.result().text == "What color is the square?" and transcriber.calls == [1]
+    assert end.by == "judge" and end.verdict.complete and end.end_s == likely.end_s
+    assert 0.6 <= seen - 2.0 <= 0.6 + 0.1 + 0.04  # played once the silence is 600 ms
+    assert end.transcript is likely.transcript and transcriber.calls == [1]
+    assert end.transcript.result().text == "What color is the square?"
+    assert not any(isinstance(e, TurnResumed) for e, _ in events)
+    plain = hear(semantic(ScriptedTranscriber("What color is the square?"), likely_events=False),
+                 np.concatenate([quiet(0.5), voice(1.5), quiet(2.5)]))  # without likely_events: as before
+    assert [type(e) for e, _ in plain] == [SpeechStarted, TurnEnded] and plain[1][1] - 2.0 <= 0.2 + 0.1 + 0.04
 
 
 def test_an_unfinished_question_waits_for_the_fallback_silence():
@@ -131,10 +140,31 @@ def test_a_pause_mid_sentence_is_waited_out_when_the_words_so_far_are_unfinished
 def test_min_silence_keeps_a_finished_sounding_half_from_ending_a_longer_pause():
     script = ("What am I holding", "What am I holding in my right hand?")
     audio = np.concatenate([voice(0.8), quiet(0.5), voice(1.0), quiet(2.5)])
-    cut = ends(hear(semantic(ScriptedTranscriber(*script), turn_min_silence_ms=200), audio))
+    cut = ends(hear(semantic(ScriptedTranscriber(*script)), audio))  # 200 ms
     assert cut[0][0].end_s == pytest.approx(0.8, abs=0.04)  # verdicts at once: the half was taken for the end
     kept = ends(hear(semantic(ScriptedTranscriber(*script), turn_min_silence_ms=600), audio))
     assert len(kept) == 1 and kept[0][0].end_s == pytest.approx(2.3, abs=0.04)
+
+
+def test_a_finished_sounding_half_is_likely_over_then_resumed_and_the_whole_question_ends():
+    script = ("What am I holding", "What am I holding in my right hand?")
+    events = hear(semantic(ScriptedTranscriber(*script), likely_events=True),
+                  np.concatenate([voice(0.8), quiet(0.5), voice(1.0), quiet(2.5)]))
+    kinds = [type(e).__name__ for e, _ in events]
+    assert kinds == ["SpeechStarted", "TurnLikelyEnded", "TurnResumed", "TurnLikelyEnded", "TurnEnded"]
+    first, resumed, second, end = (e for e, _ in events[1:])
+    assert first.end_s == pytest.approx(0.8, abs=0.04) and resumed.end_s == first.end_s  # withdrawn
+    assert second.end_s == end.end_s == pytest.approx(2.3, abs=0.04)
+    assert end.transcript.result().text == "What am I holding in my right hand?"
+
+
+def test_a_likely_end_is_withdrawn_when_speech_resumes_within_a_chunk():
+    """Speech comes back inside the chunk that brings no new pause: TurnResumed all the same."""
+    taker = semantic(ScriptedTranscriber("What am I holding", "What am I holding now?"), likely_events=True)
+    events = hear(taker, np.concatenate([voice(0.8), quiet(0.3)]))
+    assert [type(e).__name__ for e, _ in events] == ["SpeechStarted", "TurnLikelyEnded"]
+    events = hear(taker, np.concatenate([quiet(0.1), voice(0.1)]), chunk_s=0.2)  # shorter than a pause
+    assert [type(e) for e, _ in events] == [TurnResumed]
 
 
 def test_speech_that_resumes_before_the_verdict_is_not_cut():
@@ -178,3 +208,5 @@ def test_rules_and_their_settings_are_checked():
         TurnTaker(LoudnessVad(), ScriptedTranscriber("x"), SpeechConfig(), None, "semantic")
     with pytest.raises(ValueError, match="turn_min_silence_ms"):
         SpeechConfig(turn_pause_ms=300, turn_min_silence_ms=200)
+    with pytest.raises(ValueError, match="turn_confirm_silence_ms"):
+        SpeechConfig(turn_confirm_silence_ms=2500)

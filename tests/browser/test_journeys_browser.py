@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "stop"}
+KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "barge_in", "stop"}
 
 
 def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_path):
@@ -30,6 +30,8 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     j = report["journeys"]
     assert set(j) == KEYS
     for key, r in j.items():
+        if key == "barge_in" and not r["stopped"]:
+            continue  # the tiny model's spoken answers are short: the next question may begin after one ended
         assert r["median_s"] > 0 and r["p90_s"] >= r["median_s"], key
     for key in ("upload_ask", "upload_ask_early", "snapshot"):  # the page sees the answer after the engine's TTFT
         assert all(row["ttft_s"] >= row["page_ttft_s"] > 0 for row in j[key]["runs"]), key
@@ -42,5 +44,7 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     voice = j["voice"]["runs"]
     assert voice and voice[0]["transcript"] and 0 <= j["voice"]["wer"] <= 1
     assert all(row["total_s"] > 0 for row in voice)
+    barge = j["barge_in"]  # questions asked every 4 s were heard; any answer they cut off stopped soon after
+    assert barge["questions_shown"] >= 1 and all(0 < row["stop_s"] < 3 for row in barge["runs"]), barge
     assert report["page_decode_tokens_per_s"] > 0 and report["engine_decode_tokens_per_s"] > 0
     assert set(report["targets_met"]) <= KEYS

@@ -36,11 +36,10 @@ import numpy as np
 from fastvlm.speech import SpeechStarted, UtteranceEnded
 
 from ..settings import AppSettings
+from .session import VoiceSession, listen
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
-
-    from .session import VoiceSession
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +105,6 @@ class VoiceLink:
 
     def hear(self, data: bytes) -> None:
         """One frame of 16-bit PCM: feeds the person's turn taker and tells the page what it caused."""
-        from .session import listen
-
         session = self.session
         samples = np.frombuffer(data, "<i2")  # (n,) int16 mono at self.rate
         try:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -36,7 +36,6 @@ from fastvlm.speech import (
 from fastvlm.speech.audio import RATE
 
 if TYPE_CHECKING:
-    from .link import VoiceLink
     from .speech_queue import SpeechQueue
 
 log = logging.getLogger(__name__)
@@ -103,6 +102,20 @@ class SpeechModels:
 
 
 # -- one person's state -----------------------------------------------------------------------------------------
+class PageLine(Protocol):
+    """The page's own audio line while it is open (`ui.voice.link.VoiceLink`)."""
+
+    def say(self, path: Path, turn: int) -> bool:
+        """Send a spoken sentence to play after the ones before; False when the line is closed."""
+        ...
+
+    def hush(self, turn: int) -> None:
+        """Stop every sound of the turns before `turn` at once."""
+        ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class TurnTimes:
     """How long the current turn's stages took, for the page (None: not yet)."""
@@ -142,7 +155,7 @@ class VoiceSession:
     phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
     times: TurnTimes = field(default_factory=TurnTimes)
     warned_silent: bool = False  # this turn already said why there is no sound
-    link: VoiceLink | None = None  # the page's own audio line (hands-free), while it is open
+    link: PageLine | None = None  # the page's own audio line (hands-free), while it is open
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
 
     def listen(self, taker: TurnTaker) -> None:

@@ -96,6 +96,12 @@ def serve(engine: RecordingEngine, settings, speech=None):
         demo.close()
 
 
+def another_chromium(browser, video: Path, audio: Path):
+    """A second Chromium from `browser`'s Playwright (its fake devices are fixed at launch); close it after use."""
+    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={video}", f"--use-file-for-fake-audio-capture={audio}"]
+    return browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+
+
 @contextmanager
 def chromium(video: Path, audio: Path | None = None):
     """Headless Chromium with the fake webcam playing `video` and the fake microphone `audio` (looped)."""

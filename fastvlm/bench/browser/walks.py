@@ -171,3 +171,31 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
         rows.append({"total_s": play - end, "question": question, "transcript": transcript,
                      "wer": word_error_rate(question, transcript), **page})
     return rows
+
+
+def barge_in(page, turns: int, timeout_s: float) -> dict:
+    """Hands-free while the fake microphone asks a question every few seconds (media.SpokenQuestions with slots
+    shorter than an answer's speech), so each question after the first is spoken over the answer to the one before.
+    Per answer cut off: the new question's speech start (the page's microphone stream) -> the voice line's hush
+    stopping the sound (ui/voice/link.js); and every transcript the page showed."""
+    page.get_by_role("tab", name="Voice + camera").click()
+    pg.watch(page, "transcript", "#voice-transcript textarea")
+    page.locator("#voice-start").click()
+    end = time.time() + timeout_s
+    while time.time() < end and len(_barge_rows(page)) < turns:
+        time.sleep(0.5)
+    rows = _barge_rows(page)
+    page.locator("#voice-stop").click()
+    shown = [text for _, key, text in pg.recorded(page)["log"] if key == "transcript" and text.strip()]
+    return {"runs": rows[:turns], "transcripts": shown}
+
+
+def _barge_rows(page) -> list[dict]:
+    starts = pg.recorded(page)["speech_starts"]
+    rows = []
+    for hush in page.evaluate("() => window.__fvLink.hushes"):
+        at = hush["at"] / 1000
+        start = max((s for s in starts if s < at), default=None)
+        if hush["stopped"] and start is not None:
+            rows.append({"stop_s": at - start, "sounds_stopped": hush["stopped"]})
+    return rows

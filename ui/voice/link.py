@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fastvlm.speech import SpeechStarted, UtteranceEnded
+from fastvlm.speech import SpeechStarted
+from fastvlm.speech.turn import TurnResumed
 
 from ..settings import AppSettings
 from .session import VoiceSession, listen
@@ -107,19 +108,19 @@ class VoiceLink:
         """One frame of 16-bit PCM: feeds the person's turn taker and tells the page what it caused."""
         session = self.session
         samples = np.frombuffer(data, "<i2")  # (n,) int16 mono at self.rate
+        asked = session.questions
         try:
             events = listen(session, self.rate, samples, self.settings.voice_echo_margin_s,
                             settle_s=samples.size / self.rate, barge_in=self.settings.voice_barge_in)
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)
             return
-        for event in events:
-            if isinstance(event, SpeechStarted):
-                session.phase = "hearing"
-                self._send({"type": "start"})
-            elif isinstance(event, UtteranceEnded):
-                session.phase = "thinking"
-                self._send({"type": "ask"})
+        if any(isinstance(e, (SpeechStarted, TurnResumed)) for e in events):
+            session.phase = "hearing"
+            self._send({"type": "start"})
+        if session.questions != asked:  # a question to answer (at the judge's verdict, or at its end)
+            session.phase = "thinking"
+            self._send({"type": "ask"})
 
     # -- to the page -----------------------------------------------------------------------------------------
     def say(self, path: Path, turn: int) -> bool:

@@ -34,6 +34,7 @@ from fastvlm.speech import (
     to_mono_16k,
 )
 from fastvlm.speech.audio import RATE
+from fastvlm.speech.turn import TurnLikelyEnded, TurnResumed
 
 if TYPE_CHECKING:
     from .speech_queue import SpeechQueue
@@ -96,9 +97,11 @@ class SpeechModels:
                  f"offline {config.espeak_voice} (eSpeak NG)")
         return cls(transcriber, speaker, silero_vad(), config, about, judge)
 
-    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None) -> TurnTaker:
-        """A new person's turn taking: `rule` (default `config.end_of_turn`); `early_stt_ms` for the silence rule."""
-        return TurnTaker(self.vad, self.transcriber, self.config, self.judge or TranscriptJudge(), rule, early_stt_ms)
+    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None, likely_events: bool = False) -> TurnTaker:
+        """A new person's turn taking: `rule` (default `config.end_of_turn`); `early_stt_ms` for the silence rule;
+        `likely_events`: the question is answered at the judge's verdict and heard once its end is confirmed."""
+        return TurnTaker(self.vad, self.transcriber, self.config, self.judge or TranscriptJudge(), rule, early_stt_ms,
+                         likely_events)
 
 
 # -- one person's state -----------------------------------------------------------------------------------------
@@ -157,6 +160,7 @@ class VoiceSession:
     warned_silent: bool = False  # this turn already said why there is no sound
     link: PageLine | None = None  # the page's own audio line (hands-free), while it is open
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
+    held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker
@@ -170,18 +174,35 @@ class VoiceSession:
     def interrupt(self) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more."""
         self.turn += 1
+        self.held_end_s = None
         if self.speech is not None:
             self.speech.close()
         if self.link is not None:
             self.link.hush(self.turn)  # the page stops what it plays at once
             self.playing_until = 0.0
 
-    def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None) -> None:
-        """`audio` is the next question, about the frame taken when it began (or the latest one)."""
+    def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None,
+            held_end_s: float | None = None) -> None:
+        """`audio` is the next question, about the frame taken when it began (or the latest one). `held_end_s`:
+        it is answered before its end is confirmed; nothing is said until `confirm`, `resume` drops it."""
         self.interrupt()
         frame = self.question_frame if self.question_frame is not None else self.frame
         self.utterance, self.question_frame = Utterance(audio, frame, ended_at, early), None
+        self.held_end_s = held_end_s
         self.questions += 1
+
+    def confirm(self, end_s: float) -> bool:
+        """The question held at `end_s` has ended: its answer may sound. False if no such question is held."""
+        if self.held_end_s is None or self.held_end_s != end_s:
+            return False
+        self.held_end_s = None
+        return True
+
+    def resume(self, end_s: float) -> None:
+        """The person spoke on after the pause at `end_s`: the answer begun for it stops, unheard."""
+        if self.held_end_s == end_s:
+            self.utterance = None
+            self.interrupt()
 
     def speech_over(self, margin_s: float, now: float | None = None) -> bool:
         """The answer has been spoken to its end, `margin_s` ago."""
@@ -191,7 +212,7 @@ class VoiceSession:
     def can_send(self, now: float) -> bool:
         """A sentence may be sent to the page now: over the line at once (the page plays them one after another),
         to Gradio's player only when the one before has finished."""
-        return self.link is not None or now >= self.playing_until
+        return self.held_end_s is None and (self.link is not None or now >= self.playing_until)
 
     def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int) -> tuple[float | None, bool]:
         """`speech` is sent to play: (seconds since the end of speech if it is the turn's first, sent over the line)."""
@@ -249,7 +270,11 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
             if playing or (session.speech is not None and not session.speech.done):
                 session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
             session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
-        elif isinstance(event, UtteranceEnded):
+        elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
+            session.ask(event.audio, now - (session.heard_s - event.end_s), event.transcript, event.end_s)
+        elif isinstance(event, TurnResumed):
+            session.resume(event.end_s)
+        elif isinstance(event, UtteranceEnded) and not session.confirm(event.end_s):
             ended = now - (session.heard_s - event.end_s)  # the end was known only after some silence
             session.ask(event.audio, ended, getattr(event, "transcript", None))
     return events

@@ -208,7 +208,7 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
 
 def open_line(links: VoiceLinks, models: SpeechModels, session: VoiceSession, early_ms: int = 300) -> tuple:
     """Start: listening begins; the page gets the token its voice line connects with (link.js, `LINE_JS`)."""
-    session.listen(models.turn_taker(early_ms))
+    session.listen(models.turn_taker(early_ms, likely_events=True))  # answered at the verdict, heard at the end
     session.phase = "listening"
     return links.issue(session), status_html("listening")
 

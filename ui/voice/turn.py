@@ -128,8 +128,8 @@ def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[],
     """Play the current answer's remaining sentences one after another, each when the one before has ended."""
     queue, turn = session.speech, session.turn
     while queue is not None and not queue.done and session.turn == turn:
-        if not session.can_send(clock()):
-            sleep(min(session.playing_until - clock(), 0.1))
+        if not session.can_send(clock()):  # held until the question's end is confirmed, or still playing
+            sleep(0.02 if session.held_end_s is not None else min(session.playing_until - clock(), 0.1))
             continue
         with queue.lock:
             item = queue.take(timeout=0.1) if session.can_send(clock()) else None

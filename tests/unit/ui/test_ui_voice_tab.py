@@ -209,3 +209,48 @@ def test_without_espeak_edge_tts_still_speaks_and_its_failure_names_both_reasons
     with pytest.raises(SpeechUnavailable, match="edge-tts failed.*pip install espeakng-loader"):
         models.speaker.synthesize("Hello.")
     assert "Whisper tiny.en (fake)" in models.about
+
+
+def spoken_bytes(sent: list) -> list[bytes]:
+    return [m for m in sent if isinstance(m, bytes)]
+
+
+def test_an_answer_begun_at_the_judges_verdict_sounds_only_once_the_end_is_confirmed(tmp_path):
+    engine, models = make_engine(b"A cup. Red."), make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker(likely_events=True))
+    _, sent = on_line(session)
+    session.ask(voice(1.0), time.monotonic(), held_end_s=1.0)
+    updates = list(answer(engine, models, session, SETTINGS))  # decoded in full while the silence goes on
+    assert updates[-1]["answer"] == "A cup. Red." and not spoken_bytes(sent) and not engine.busy
+    assert not session.confirm(0.5) and session.confirm(1.0)  # only the question held at 1.0 s is confirmed
+    list(speak(session, SETTINGS))
+    assert len(spoken_bytes(sent)) == 2
+
+
+def test_speaking_on_after_the_verdict_drops_the_answer_begun_for_it(tmp_path):
+    engine, models = make_engine(b"x" * 300, delay=0.005), make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker(likely_events=True))
+    _, sent = on_line(session)
+    session.ask(voice(1.0), time.monotonic(), held_end_s=1.0)
+    updates = answer(engine, models, session, SETTINGS)
+    next(updates), next(updates)
+    turn = session.turn
+    session.resume(1.0)  # the person went on talking: "What is written ... on the sign?"
+    list(updates)
+    assert session.turn == turn + 1 and session.utterance is None and not engine.busy
+    assert not spoken_bytes(sent) and sent[-1] == {"type": "hush", "turn": turn + 1}
+
+
+def test_a_pause_mid_question_is_answered_once_with_the_whole_question(tmp_path):
+    models = make_models(tmp_path)  # the fake transcriber hears a finished question at every pause
+    session = VoiceSession(frame=FRAME)
+    token, _ = open_line(VoiceLinks(SETTINGS), models, session)  # the page's line: answered at the verdict
+    link, sent = on_line(session)
+    audio = np.concatenate([voice(1.0), np.zeros(RATE // 2), voice(0.6), np.zeros(RATE)])  # 0.5 s pause mid-way
+    for frame in np.array_split(audio, audio.size // 640):
+        link.hear(pcm(frame))
+    asks = [m for m in sent if m.get("type") == "ask"]
+    assert len(asks) == 2 and session.questions == 2  # the first, at the mid-question pause, was withdrawn
+    assert session.held_end_s is None and session.utterance.audio.size > 1.5 * RATE  # the whole question

@@ -69,8 +69,9 @@ class Served:
 
 @contextmanager
 def running(tiny_models, run_dir: Path, replicas: int = 2, key: str | None = KEY, app_args: tuple[str, ...] = (),
-            conf_edit: Callable[[str], str] | None = None) -> Iterator[Served]:
-    """The stack on the tiny models, ready (every replica's model loaded); stopped afterwards."""
+            conf_edit: Callable[[str], str] | None = None, voice: bool = False) -> Iterator[Served]:
+    """The stack on the tiny models, ready (every replica's model loaded); stopped afterwards. `voice`: the
+    replicas load the speech models (the Voice + camera tab)."""
     try:
         launch.nginx_binary()
     except FileNotFoundError as e:
@@ -79,7 +80,7 @@ def running(tiny_models, run_dir: Path, replicas: int = 2, key: str | None = KEY
     config = launch.StackConfig(
         replicas=replicas, listen=f"127.0.0.1:{first}", first_port=first + 1, run_dir=run_dir, threads=1,
         app_args=("--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--resolution", "128",
-                  "--n-ctx", "1024", "--no-voice", "--no-download", *app_args))
+                  "--n-ctx", "1024", *(() if voice else ("--no-voice",)), "--no-download", *app_args))
     stack = launch.Stack(config, env={"FASTVLM_API_KEY": key} if key else {})
     conf = launch.render(config)
     try:

@@ -31,11 +31,12 @@ class AppSettings:
     voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted
     voice_mic_check_s: float = 4.0  # after Start, warn when no microphone audio has arrived within this
     # The browser's own processing of the microphone (getUserMedia constraints, set explicitly: ui/voice/capture.py).
-    # Chromium's defaults; turning them off did not make transcripts through the page better (docs/voice.md)
+    # Echo cancellation on (barge-in needs it); noise suppression and gain control off: through the voice line they
+    # cost Whisper words ("the shirt I am" heard as "not sure time") that it hears without them (docs/voice.md)
     voice_echo_cancellation: bool = True  # removes the app's own voice from the microphone (barge-in needs it)
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question
-    voice_noise_suppression: bool = True  # the browser's noise suppression
-    voice_auto_gain: bool = True  # the browser's automatic gain control
+    voice_noise_suppression: bool = False  # the browser's noise suppression
+    voice_auto_gain: bool = False  # the browser's automatic gain control
 
     def __post_init__(self) -> None:
         if not 1 <= self.live_interval_s <= 10:

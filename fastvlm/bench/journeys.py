@@ -50,7 +50,7 @@ class JourneySettings:
     live_max_tokens: int = 48  # ui/settings.py live_max_new_tokens
     voice_runs: int = 5  # spoken questions (bench-voice's QUESTIONS, in turn), each under both end-of-turn rules
     pause_questions: int = 20  # questions with a 0.5 s pause mid-sentence: how many each rule cuts there
-    voice_chunk_s: float = 0.25  # microphone chunk the voice journeys feed (ui/settings.py voice_chunk_s)
+    voice_chunk_s: float = 0.04  # microphone frame the voice journeys feed, as the page's line (AppSettings.voice_chunk_s)
     voice_preemptive: bool = True  # semantic rule: the answer begun at TurnLikelyEnded (bench-voice --preemptive)
 
     @classmethod

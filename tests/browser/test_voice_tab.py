@@ -114,6 +114,27 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         context.close()
 
 
+def test_the_voice_line_reaches_the_persons_replica_through_the_proxy(voice_browser, tiny_models, tmp_path):
+    """deploy/'s nginx in front of 2 replicas: the page's WebSocket is upgraded and lands on the replica that issued
+    its token (the affinity cookie), so the question is heard and the answer plays."""
+    from tests.deploy_stack import running
+
+    with running(tiny_models, tmp_path / "stack", replicas=2, key=None, voice=True) as served:
+        context, page = open_voice_tab(voice_browser, served.url)
+        try:
+            page.locator("#voice-start").click()
+            wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 60,
+                       every=0.2, what="the question heard through the proxy")
+            line = wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and s["plays"] and s, 30,
+                              what="the answer playing over the line")
+            assert line["state"] == "on" and line["frames"] > 0 and line["closed"] is None, line
+        finally:
+            context.close()
+        upgraded = wait_until(lambda: [line for line in served.access_log() if "/voice/link/" in line], 10,
+                              what="the line in nginx's access log (written when it closes)")
+        assert all('" 101 ' in line for line in upgraded), upgraded  # 101 Switching Protocols: upgraded
+
+
 SECOND = "What color is the square?"
 
 

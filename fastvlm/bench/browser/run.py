@@ -22,10 +22,10 @@ from . import page as pg
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
 FIRST_SENTENCE_TOKENS = 8  # bench-voice's --sentence-tokens: random weights never end a sentence
-# seconds per spoken question: eSpeak NG reads a random-weight answer's 8 tokens as ~20 s of numbers, and the
-# tab is deaf while it speaks; a shorter slot lets the next question start unheard and be transcribed in part
-SLOT_S = 30.0
-BARGE_SLOT_S = 4.0  # the barge-in walk: each question starts about when the answer to the one before sounds
+# seconds per spoken question: eSpeak NG reads a random-weight answer's 8 tokens as ~20 s of numbers; the next
+# question comes once the first sound has been measured, and cuts the rest off (barge-in, on by default)
+SLOT_S = 12.0
+BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
              "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
@@ -37,8 +37,9 @@ NOTES = {
              "(offline), as the engine-only journey; the transcript is the one the page shows. Spoken answers are capped at 8 tokens, as bench-voice caps "
              "the first sentence: random weights never end a sentence, so uncapped the first sound would wait for "
              "the whole answer and its speech",
-    "barge_in": "a question spoken over the answer to the one before (4 s slots): its speech start as the page's "
-                "microphone stream carries it -> the page stopping the answer's sound on the voice line's hush",
+    "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
+                "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
+                "stopping the answer's sound on the voice line's hush",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }
@@ -137,20 +138,22 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
             with _person(browser, url) as page:
                 voice = walks.voice(page, spoken, settings.voice_runs, (2 * settings.voice_runs + 2) * spoken.slot_s)
             out["voice"] = _voice(voice)
-            out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs)
+            slot = 0.3 + max(spoken.spoken_s) + out["voice"]["median_s"] + BARGE_AFTER_S
+            out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1))
     return out
 
 
-def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int) -> dict:
-    """Questions asked over the answers (a second Chromium: its microphone file has short slots)."""
-    spoken = media.write_questions(tmp / "barge.wav", QUESTIONS, slot_s=BARGE_SLOT_S, lead_s=0.3)
+def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int, slot_s: float) -> dict:
+    """Questions asked over the answers (a second Chromium: its microphone file has `slot_s` slots, just longer
+    than a question and the voice walk's end of speech -> first sound)."""
+    spoken = media.write_questions(tmp / "barge.wav", QUESTIONS, slot_s=slot_s, lead_s=0.3)
     other = serve.another_chromium(browser, clip, spoken.path)
     try:
         with _person(other, url) as page:
-            walk = walks.barge_in(page, turns, (turns + 4) * BARGE_SLOT_S)
+            walk = walks.barge_in(page, turns, (turns + 4) * slot_s)
     finally:
         other.close()
-    return {**timing([r["stop_s"] for r in walk["runs"]] or [float("nan")]), "stopped": len(walk["runs"]),
+    return {**timing([r["stop_s"] for r in walk["runs"]] or [float("nan")]), "slot_s": slot_s, "stopped": len(walk["runs"]),
             "questions_shown": len(walk["transcripts"]), "runs": walk["runs"]}
 
 

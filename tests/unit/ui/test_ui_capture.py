@@ -9,15 +9,15 @@ from ui.voice.capture import capture_head, constraints
 
 
 def test_the_constraints_follow_the_settings():
-    assert constraints(AppSettings()) == {"echoCancellation": True, "noiseSuppression": True, "autoGainControl": True}
+    assert constraints(AppSettings()) == {"echoCancellation": True, "noiseSuppression": False, "autoGainControl": False}
     off = AppSettings(voice_echo_cancellation=False, voice_noise_suppression=True, voice_auto_gain=True)
     assert constraints(off) == {"echoCancellation": False, "noiseSuppression": True, "autoGainControl": True}
 
 
 def test_the_head_script_adds_them_to_every_audio_request():
-    head = capture_head(AppSettings(voice_noise_suppression=False))
+    head = capture_head(AppSettings(voice_noise_suppression=True))
     want = json.loads(re.search(r"const want = (\{.*?\});", head).group(1))
-    assert want == {"echoCancellation": True, "noiseSuppression": False, "autoGainControl": True}
+    assert want == {"echoCancellation": True, "noiseSuppression": True, "autoGainControl": False}
     assert head.startswith("<script>") and "getUserMedia" in head and "constraints.audio" in head
 
 

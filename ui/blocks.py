@@ -9,12 +9,11 @@ import gradio as gr
 
 from .backend import Backend
 from .cache import CacheSweeper
-from .voice import capture_head
 from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
-from .voice import VoiceLinks, build_voice_tab
+from .voice import VoiceLinks, build_voice_tab, capture_head
 from .widgets import CSS_PATH, header_markdown
 
 

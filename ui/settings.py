@@ -35,6 +35,7 @@ class AppSettings:
     # cost Whisper words ("the shirt I am" heard as "not sure time") that it hears without them (docs/voice.md)
     voice_echo_cancellation: bool = True  # removes the app's own voice from the microphone (barge-in needs it)
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question
+    voice_barge_in_ms: int = 150  # speech this long over the answer silences it (asking still needs min_speech_ms)
     voice_noise_suppression: bool = False  # the browser's noise suppression
     voice_auto_gain: bool = False  # the browser's automatic gain control
 
@@ -45,6 +46,8 @@ class AppSettings:
             raise ValueError("max_new_tokens must be between 1 and max_new_tokens_limit")
         if not 0.02 <= self.voice_chunk_s <= 1:
             raise ValueError("voice_chunk_s must be between 0.02 and 1 second")
+        if self.voice_barge_in_ms < 32:
+            raise ValueError("voice_barge_in_ms must be at least 32 (one VAD window)")
         if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:

@@ -222,6 +222,12 @@ class TurnDetector:
             return self._finish(end, truncated=True)
         return None
 
+    @property
+    def onset_s(self) -> float:
+        """Seconds of speech heard so far that have not yet made a `SpeechStarted` (0: none)."""
+        u = self._s.utterance
+        return 0.0 if u is None or u.started else max(0.0, (self._fed - u.start) / RATE)
+
     def silence_s(self, since_s: float) -> float | None:
         """Seconds of silence heard so far in the pause that began at `since_s`; None when the speech went on
         (or the utterance ended) since then."""

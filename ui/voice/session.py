@@ -242,13 +242,15 @@ class VoiceSession:
 # -- listening ----------------------------------------------------------------------------------------------------
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
            clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0,
-           barge_in: bool = False) -> list[TurnEvent]:
+           barge_in: bool = False, barge_in_s: float | None = None) -> list[TurnEvent]:
     """One microphone chunk -> the turn events it caused. While the app's own answer plays: deaf, or with
     `barge_in` (the page's echo cancellation keeps the answer's voice out) speech stops the answer, speech and
     decoding, and is the next question (`barge_ins` counts them: the page silences the player).
 
     The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
-    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost)."""
+    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost).
+    `barge_in_s`: over a playing answer, this much speech already silences the page's line (before the detector
+    believes a question has started); a cough that short leaves the rest of that answer unspoken, not undecoded."""
     taker = session.taker
     if not session.listening or taker is None or np.size(chunk) == 0:
         return []
@@ -262,6 +264,9 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     elif not deaf and d.muted:
         d.unmute()
     events = taker.feed(RATE, audio) + taker.settle(settle_s)
+    if barge_in and barge_in_s is not None and playing and session.link is not None and d.onset_s >= barge_in_s:
+        session.link.hush(session.turn + 1)  # what plays stops now; the next turn's answer will sound
+        session.playing_until = 0.0
     session.chunks += 1
     session.heard_s += audio.size / RATE
     for event in events:

@@ -254,3 +254,17 @@ def test_a_pause_mid_question_is_answered_once_with_the_whole_question(tmp_path)
     asks = [m for m in sent if m.get("type") == "ask"]
     assert len(asks) == 2 and session.questions == 2  # the first, at the mid-question pause, was withdrawn
     assert session.held_end_s is None and session.utterance.audio.size > 1.5 * RATE  # the whole question
+
+
+def test_speech_over_a_playing_answer_silences_the_page_before_it_counts_as_a_question(tmp_path):
+    models = make_models(tmp_path)
+    session = asked(models)
+    link, sent = on_line(session)
+    turn, session.playing_until = session.turn, time.monotonic() + 10  # a sentence is playing
+    for frame in np.split(voice(0.16), 4):  # 160 ms of speech: short of min_speech_ms (250)
+        link.hear(pcm(frame))
+    assert sent == [{"type": "hush", "turn": turn + 1}]  # the sound stops now; nothing else yet
+    assert session.turn == turn and session.playing_until == 0.0  # not yet a question: decoding goes on
+    for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer is interrupted
+        link.hear(pcm(frame))
+    assert [m["type"] for m in sent[1:]] == ["hush", "start"] and session.turn == turn + 1

@@ -100,10 +100,9 @@ def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
         session.frame = frame
 
 
-def speech_started(engine: Backend, session: VoiceSession, resolution: int | None) -> Iterator[str]:
+def speech_started(engine: Backend, session: VoiceSession, resolution: int | None) -> Iterator[str | dict]:
     """The line heard speech start (link.js clicked #voice-heard-start): say so, then prepare the frame."""
-    if session.listening and session.phase == "hearing":
-        yield status_html("hearing")
+    yield status_html("hearing") if session.listening and session.phase == "hearing" else gr.skip()
     prepare(engine, session, resolution)
 
 

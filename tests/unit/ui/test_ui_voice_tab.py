@@ -21,6 +21,7 @@ from ui.voice.tab import (
     push_to_talk_started,
     push_to_talk_stopped,
     speak,
+    speech_started,
     status_html,
     stop,
 )
@@ -268,3 +269,12 @@ def test_speech_over_a_playing_answer_silences_the_page_before_it_counts_as_a_qu
     for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer is interrupted
         link.hear(pcm(frame))
     assert [m["type"] for m in sent[1:]] == ["hush", "start"] and session.turn == turn + 1
+
+
+def test_the_lines_speech_start_shows_hearing_and_prepares_the_frame_and_a_late_one_changes_nothing():
+    engine = make_engine()
+    session = VoiceSession(frame=FRAME, question_frame=FRAME, listening=True, phase="hearing")
+    updates = list(speech_started(engine, session, None))
+    assert len(updates) == 1 and "Hearing you" in updates[0] and engine.vision.calls == 1
+    session.phase = "thinking"  # the question already ended when the click arrived
+    assert list(speech_started(engine, session, None)) == [gr.skip()]

@@ -269,6 +269,10 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
         session.playing_until = 0.0
     session.chunks += 1
     session.heard_s += audio.size / RATE
+
+    def ended_at(end_s: float) -> float:  # the end was known only after some silence
+        return now - (session.heard_s - end_s)
+
     for event in events:
         if isinstance(event, SpeechStarted):
             session.question_frame, session.starts = session.frame, session.starts + 1
@@ -276,12 +280,11 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
                 session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
             session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
         elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
-            session.ask(event.audio, now - (session.heard_s - event.end_s), event.transcript, event.end_s)
+            session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
         elif isinstance(event, TurnResumed):
             session.resume(event.end_s)
         elif isinstance(event, UtteranceEnded) and not session.confirm(event.end_s):
-            ended = now - (session.heard_s - event.end_s)  # the end was known only after some silence
-            session.ask(event.audio, ended, getattr(event, "transcript", None))
+            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
     return events
 
 

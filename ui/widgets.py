@@ -16,6 +16,8 @@ import gradio as gr
 from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
 
+from .readahead import ReadAhead
+
 log = logging.getLogger(__name__)
 
 CSS_PATH = Path(__file__).resolve().parents[1] / "assets" / "app.css"
@@ -68,22 +70,24 @@ class Partial:
     stats: Stats | None = None  # set once, at the end
 
 
-def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], float] = time.monotonic
-           ) -> Iterator[Partial]:
-    """Fold an engine stream into the answer so far, at most one update per `every_s`; the first text (with the
-    time to first token) and the end always show at once. Notices become `gr.Info`, `InputError` a `gr.Error`;
-    `Busy` propagates to the caller. Closing this generator closes `events`, which stops decoding and frees the
-    engine."""
+def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], float] = time.monotonic,
+           cancel: CancelToken | None = None) -> Iterator[Partial]:
+    """Fold an engine stream into the answer so far, at most one update per `every_s` (and none while more text
+    has already arrived); the first text (with the time to first token) and the end always show at once. The
+    stream is read ahead in a thread (`ReadAhead`), so decoding goes on while the page is updated. Notices
+    become `gr.Info`, `InputError` a `gr.Error`; `Busy` propagates to the caller. Closing this generator stops
+    the stream (at once through `cancel`, the token it was made with) and returns once the engine is free."""
     part, last = Partial(), float("-inf")
+    ahead = ReadAhead(events, cancel)
     try:
-        for ev in events:
+        for ev in ahead:
             if isinstance(ev, Notice):
                 gr.Info(ev.message)
                 continue
             if isinstance(ev, TextDelta):
                 first = not part.text
                 part = replace(part, text=part.text + ev.text)
-                if not first and clock() - last < every_s:
+                if not first and (clock() - last < every_s or ahead.waiting):
                     continue
             elif isinstance(ev, FirstToken):  # shown with the first text: one page update, not an empty one
                 part = replace(part, ttft_s=ev.ttft_s)
@@ -95,9 +99,7 @@ def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], f
     except InputError as e:
         raise gr.Error(toast_text(e), title="This image cannot be used", print_exception=False) from e
     finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
+        ahead.close()
 
 
 def toast_text(error: Exception) -> str:

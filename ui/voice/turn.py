@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import InputError, Request
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
@@ -104,7 +105,8 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
     chunker, text = SentenceChunker(), ""
-    parts = follow(engine.stream(request), settings.ui_update_s, clock)
+    token = CancelToken()  # a barge-in stops even a prefill at once
+    parts = follow(engine.stream(request, cancel=token), settings.ui_update_s, clock, cancel=token)
     try:
         for part in parts:
             if session.turn != turn:

@@ -85,7 +85,7 @@ def test_a_question_is_answered_and_its_first_sentence_spoken_before_the_stream_
     engine, models = make_engine(delay=0.01), make_models(tmp_path)
     requests = []
     stream = engine.stream
-    engine.stream = lambda request, wait=None: requests.append(request) or stream(request, wait)
+    engine.stream = lambda request, wait=None, cancel=None: requests.append(request) or stream(request, wait, cancel)
     session = asked(models)
     events = list(answer_turn(engine, models, session, SETTINGS))
     assert isinstance(events[0], Heard) and events[0].transcript.text == "What am I holding?"

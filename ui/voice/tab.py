@@ -158,8 +158,9 @@ def speak(session: VoiceSession, settings: AppSettings) -> Iterator[dict]:
     turn = session.turn
     yield from _show(speak_rest(session, settings), session)
     if session.phase == "speaking":
-        time.sleep(max(0.0, session.playing_until - time.monotonic()))
-        if session.turn == turn and session.phase == "speaking":  # not already on to the next question
+        while session.turn == turn and time.monotonic() < session.playing_until:  # a new question ends the wait
+            time.sleep(0.05)
+        if session.turn == turn and session.phase == "speaking":
             session.phase = _idle(session)
             yield {"status": status_html(session.phase)}
 
@@ -280,8 +281,8 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     ptt_answer = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
                                   **engine_group)
     rest = [outputs[k] for k in ("voice", "speaker", "status", "readout")]
-    for answering in (line_answer, ptt_answer):
-        answering.then(on_speak, session, rest, **speak_group)
+    for answering in (line_answer, ptt_answer):  # "multiple": the turn before may still be waiting to end
+        answering.then(on_speak, session, rest, trigger_mode="multiple", **speak_group)
     ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
                      queue=False, **hidden)
 

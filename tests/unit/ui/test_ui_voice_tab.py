@@ -278,3 +278,20 @@ def test_the_lines_speech_start_shows_hearing_and_prepares_the_frame_and_a_late_
     assert len(updates) == 1 and "Hearing you" in updates[0] and engine.vision.calls == 1
     session.phase = "thinking"  # the question already ended when the click arrived
     assert list(speech_started(engine, session, None)) == [gr.skip()]
+
+
+def test_a_new_question_ends_the_wait_for_the_last_answers_sound_at_once(tmp_path):
+    """The last answer's `speak` waits until its sound has played; a question over it (a barge-in) must not be
+    kept waiting behind that: Gradio runs the new answer's `speak` only once the old one has returned."""
+    import threading
+
+    session = VoiceSession(phase="speaking")
+    session.listen(make_models(tmp_path).turn_taker())
+    session.playing_until = time.monotonic() + 30  # a long answer still sounding
+    waiting = threading.Thread(target=lambda: list(speak(session, SETTINGS)), daemon=True)
+    waiting.start()
+    time.sleep(0.2)
+    assert waiting.is_alive()  # waits while the answer plays
+    session.interrupt()  # the person asks something else
+    waiting.join(1.0)
+    assert not waiting.is_alive(), "the old answer's speak kept waiting for its sound"

@@ -27,6 +27,9 @@ class AppSettings:
     voice_chunk_s: float = 0.04  # audio in each frame the page's voice line sends (ui/voice/link.js)
     voice_early_stt_ms: int = 300  # silence rule: transcribing starts at a pause this long (0: at the end silence)
     voice_echo_margin_s: float = 0.6  # the microphone stays deaf this long after the spoken answer should have ended
+    # the answer's first spoken piece may be a phrase of at least this many words ("You are holding | a red mug."),
+    # so the voice starts before the first sentence is complete (fastvlm/speech/sentences.py); 0: whole sentences
+    voice_first_phrase_words: int = 3
     voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
     voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted
     voice_mic_check_s: float = 4.0  # after Start, warn when no microphone audio has arrived within this
@@ -52,5 +55,7 @@ class AppSettings:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:
             raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
+        if self.voice_first_phrase_words < 0:
+            raise ValueError("voice_first_phrase_words must be 0 (whole sentences) or more")
         if self.voice_keep_audio < 1 or self.voice_max_new_tokens < 1:
             raise ValueError("voice_keep_audio and voice_max_new_tokens must be at least 1")

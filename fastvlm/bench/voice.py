@@ -15,8 +15,9 @@ Stages (medians over the kept runs):
   TTFT       the engine's time to first token (the image work was done during speech). `--preemptive`
              (semantic rule): the answer is begun at `TurnLikelyEnded`, while the silence that confirms the
              end still runs, and played at `TurnEnded`; a `TurnResumed` cancels it
-  sentence   first token -> first sentence complete (random weights never end a sentence: capped at
-             `--sentence-tokens`, about "You are holding a red mug.")
+  sentence   first token -> the first spoken piece complete: a phrase or a sentence (`--first-phrase-words`,
+             as the app). Random weights never end either: the piece is cut at `--sentence-tokens`, by default
+             the token at which the app's chunker releases it on `REFERENCE_ANSWER` (5: "You are holding")
   TTS        synthesizing the first sentence
   total      true end of speech -> the first sentence's audio file is ready to play and the turn is over
 """
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
              "What color is the shirt I am wearing?", "Is there anything unusual on the table?",
              "How many people can you see behind me?")  # fmt: skip
+# About as Qwen2 tokenizes a typical first answer: a word or a mark a token
+REFERENCE_ANSWER = (" You", " are", " holding", " a", " red", " mug", ".", " It", " looks", " full", ".")
 STAGES = ("vad_tail_s", "stt_s", "ttft_s", "sentence_s", "tts_s", "total_s")
 TARGET_S = 1.5
 
@@ -52,7 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-runs", type=int, default=5)
     p.add_argument("--warmup-runs", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--sentence-tokens", type=int, default=8, help="first sentence length cap in tokens")
+    p.add_argument("--sentence-tokens", type=int, default=None,
+                   help="cut the first spoken piece at this many tokens (default: first_piece_tokens())")
+    p.add_argument("--first-phrase-words", type=int, default=3,
+                   help="the first spoken piece may be a phrase of this many words (0: a sentence), as the app")
     p.add_argument("--chunk-s", type=float, default=0.25, help="microphone chunk length (the tab streams 0.25 s)")
     p.add_argument("--end-of-turn", choices=("semantic", "silence"), default="semantic",
                    help="semantic: a judge at 200 ms pauses (as the app); silence: --end-silence-ms")
@@ -197,7 +203,8 @@ def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:
     is ready."""
     from ..speech import SentenceChunker
 
-    chunker, text, tokens, spoken = SentenceChunker(), "", 0, {}
+    chunker, text, tokens, spoken = SentenceChunker(first_phrase_words=args.first_phrase_words), "", 0, {}
+    cap = args.sentence_tokens or first_piece_tokens(args.first_phrase_words)
     t_first = t_sentence = None
     worker = None
     request = Request(frame, question, options=GenerationOptions(max_new_tokens=args.max_tokens), resolution=size)
@@ -209,7 +216,7 @@ def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:
             tokens += 1
             text += event.text
             sentences = chunker.feed(event.text)
-            if worker is None and (sentences or tokens >= args.sentence_tokens):
+            if worker is None and (sentences or tokens >= cap):
                 t_sentence = time.perf_counter()
                 worker = threading.Thread(target=_speak, args=(speaker, sentences[0] if sentences else text, spoken))
                 worker.start()
@@ -233,6 +240,18 @@ def _speak(speaker, sentence: str, out: dict) -> None:
     speech = speaker.synthesize(sentence)
     out["done_at"], out["elapsed_s"], out["engine"] = time.perf_counter(), time.perf_counter() - t, speech.engine
     speech.delete()
+
+
+def first_piece_tokens(first_phrase_words: int) -> int:
+    """The token at which the app's chunker releases `REFERENCE_ANSWER`'s first spoken piece: 8 for the whole
+    sentence (" It" shows that the period ends it), 5 with phrases ("You are holding" once " a" is complete)."""
+    from ..speech import SentenceChunker
+
+    chunker = SentenceChunker(first_phrase_words=first_phrase_words)
+    for n, token in enumerate(REFERENCE_ANSWER, 1):
+        if chunker.feed(token):
+            return n
+    return len(REFERENCE_ANSWER)
 
 
 def _wait_quiet(max_load: float, wait_s: float) -> float:

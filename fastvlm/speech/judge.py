@@ -21,6 +21,7 @@ import numpy as np
 
 from ..engine.events import ModelFileError
 from .audio import RATE
+from .sentences import DANGLING
 from .stt import Transcript
 
 log = logging.getLogger(__name__)
@@ -30,15 +31,10 @@ SMART_TURN_FILE = "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
 SMART_TURN_INSTALL = f"pip install --no-deps {SMART_TURN_WHEEL}==1.14.0 (only its ONNX file is used)"
 _SMART_TURN_S = 8  # the model hears the last 8 s, zero-padded in front
 
-# Words a finished English question does not end on: articles, prepositions, conjunctions, auxiliaries,
-# possessives, question words and fillers. "What is this?" ends on "this": finished; "Where is" is not. "that"
-# stays: Whisper hears a trailing "the" as "that" ("What color is the" -> "What color is that?"), and waiting up
-# to the fallback silence for "What is that?" costs less than cutting a question in half.
-DANGLING = frozenset("""
-a an the of on in at to for with from by about into onto behind under over near between like as than
-and or but so because if that whether is are was were am be been do does did can could will would should
-shall may might must has have had my your his her our their what which who whom whose where when why how
-um uh er erm hmm mm very some any""".split())
+# A finished English question does not end on a word of `DANGLING` (articles, prepositions, auxiliaries,
+# question words, fillers...). "What is this?" ends on "this": finished; "Where is" is not. "that" is in it:
+# Whisper hears a trailing "the" as "that" ("What color is the" -> "What color is that?"), and waiting up to the
+# fallback silence for "What is that?" costs less than cutting a question in half.
 _TRAILING = re.compile(r"(\.\.\.|…|,|-|–|—)\s*$")
 _WORDS = re.compile(r"[a-z']+")
 

@@ -2,6 +2,12 @@
 
 "Dr. Smith", "e.g. this", "3.14", "No. 5", "J. Doe" and "1. item" do not end a sentence; "There are 3. They ..." does.
 A sentence ended by a period is released once the next word's first letter shows it is not an abbreviation.
+
+With `first_phrase_words`, an answer's first piece may be a phrase instead of its whole first sentence, so the
+voice starts before the model has finished the sentence: "You are holding | a red mug." It ends at a clause mark
+(", ; :") or before a word that starts a phrase ("a", "on", "and", ...) once it has that many words and does
+not itself end on a word that leaves it hanging ("There is | a dog" is not cut there). Text with no such
+boundary ("w76641 w39493 ...") is spoken by sentences, as before.
 """
 
 from __future__ import annotations
@@ -15,20 +21,42 @@ _LAST_TOKEN = re.compile(r"(\S+)$")
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st vs etc approx inc ltd co corp mt cf al dept est ca".split()
 )
+# Words a finished phrase or question does not end on: articles, prepositions, conjunctions, auxiliaries,
+# possessives, question words and fillers (the end-of-turn judge uses them too).
+DANGLING = frozenset("""
+a an the of on in at to for with from by about into onto behind under over near between like as than
+and or but so because if that whether is are was were am be been do does did can could will would should
+shall may might must has have had my your his her our their what which who whom whose where when why how
+um uh er erm hmm mm very some any""".split())
+# Words that start a phrase: the first piece may end just before one
+_STARTERS = frozenset("""
+a an the this these those on in at to for with from by about into onto behind under over near next between
+and or but because which who where while""".split())
+_CLAUSE_MARK = re.compile(r"[,;:]$")
+_WORD = re.compile(r"\S+")
 
 
 class SentenceChunker:
     """Feed text deltas; get back the sentences they complete. `flush()` gives what is left at the end."""
 
-    def __init__(self, max_chars: int = 250) -> None:
+    def __init__(self, max_chars: int = 250, first_phrase_words: int = 0) -> None:
         if max_chars < 20:
             raise ValueError("max_chars must be at least 20")
+        if first_phrase_words < 0:
+            raise ValueError("first_phrase_words must be 0 (whole sentences) or more")
         self.max_chars = max_chars  # a longer run without a sentence end is split at a comma or a space
+        self.first_phrase_words = first_phrase_words  # 0: the first piece is a whole sentence too
         self._buf = ""
+        self._first = True  # nothing released yet
 
     def feed(self, delta: str) -> list[str]:
         self._buf += delta
         sentences = []
+        if self._first and self.first_phrase_words and self._next_cut() is None:
+            cut = _phrase_cut(self._buf, self.first_phrase_words)
+            if cut is not None:
+                sentences.append(self._buf[:cut].strip())
+                self._buf = self._buf[cut:]
         while (cut := self._next_cut()) is not None:
             sentence, self._buf = self._buf[:cut].strip(), self._buf[cut:]
             if sentence:
@@ -37,7 +65,9 @@ class SentenceChunker:
             cut = _soft_cut(self._buf, self.max_chars)
             sentences.append(self._buf[:cut].strip())
             self._buf = self._buf[cut:]
-        return [s for s in sentences if s]
+        sentences = [s for s in sentences if s]
+        self._first = self._first and not sentences
+        return sentences
 
     def flush(self) -> str | None:
         """The unfinished last sentence (the stream ended), or None when nothing is left."""
@@ -55,6 +85,22 @@ class SentenceChunker:
                 continue
             return m.end()
         return None
+
+
+def _phrase_cut(text: str, min_words: int) -> int | None:
+    """Where `text` (the start of an answer) can end its first phrase, or None: after a clause mark, or before
+    a complete word that starts a phrase, with at least `min_words` words before it, the last not dangling."""
+    words = list(_WORD.finditer(text))
+    if words and not text[-1:].isspace():
+        words.pop()  # the last word may still grow ("a" -> "apple")
+    for k, word in enumerate(words):
+        if _CLAUSE_MARK.search(word.group()) and k + 1 >= min(min_words, 2):
+            return word.end()
+        bare = word.group().strip("\"'([").lower()
+        before = words[k - 1].group().strip(".,;:!?\"')]").lower() if k else ""
+        if k >= min_words and bare in _STARTERS and before not in DANGLING:
+            return word.start()
+    return None
 
 
 def _is_abbreviation(before: str) -> bool:

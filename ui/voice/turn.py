@@ -104,7 +104,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
     request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
-    chunker, text = SentenceChunker(), ""
+    chunker, text = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words), ""
     token = CancelToken()  # a barge-in stops even a prefill at once
     parts = follow(engine.stream(request, cancel=token), settings.ui_update_s, clock, cancel=token)
     try:

@@ -15,14 +15,13 @@ from pathlib import Path
 from ..journey_report import TARGETS, draw_journeys, print_journeys, stop_summary, timing, verdicts
 from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
-from ..voice import QUESTIONS
+from ..voice import QUESTIONS, first_piece_tokens
 from . import media, serve, walks
 from . import page as pg
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
-FIRST_SENTENCE_TOKENS = 8  # bench-voice's --sentence-tokens: random weights never end a sentence
-# seconds per spoken question: eSpeak NG reads a random-weight answer's 8 tokens as ~20 s of numbers; the next
+# seconds per spoken question: eSpeak NG reads a random-weight answer's 5 tokens as ~13 s of numbers; the next
 # question comes once the first sound has been measured, and cuts the rest off (barge-in, on by default)
 SLOT_S = 12.0
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
@@ -34,9 +33,9 @@ NOTES = {
             "own age when taken up (sent every frame_every_s by the page) is not observed and not included",
     "voice": "end of speech as the page's microphone stream carries it (analyser, 10 ms polls, 600 ms silence) -> "
              "the first sentence starting to sound in the page (the voice line's Web Audio start); eSpeak NG voice "
-             "(offline), as the engine-only journey; the transcript is the one the page shows. Spoken answers are capped at 8 tokens, as bench-voice caps "
-             "the first sentence: random weights never end a sentence, so uncapped the first sound would wait for "
-             "the whole answer and its speech",
+             "(offline), as the engine-only journey; the transcript is the one the page shows. Spoken answers end "
+             "where bench-voice cuts the first spoken piece (first_piece_tokens: 5, 'You are holding'): random "
+             "weights never end a phrase or a sentence, so uncapped the first sound would wait for the whole answer",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
                 "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
                 "stopping the answer's sound on the voice line's hush",
@@ -55,8 +54,10 @@ def app_settings(settings: JourneySettings):
     from ui import AppSettings
 
     tokens = max(16, settings.max_tokens)  # the Image tab's slider starts at 16
+    # random weights never end a phrase or a sentence: spoken answers end where the first piece would
+    spoken = first_piece_tokens(AppSettings().voice_first_phrase_words)
     return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens,
-                       voice_max_new_tokens=min(settings.max_tokens, FIRST_SENTENCE_TOKENS),
+                       voice_max_new_tokens=min(settings.max_tokens, spoken),
                        live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
 
 

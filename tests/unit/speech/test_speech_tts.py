@@ -54,6 +54,46 @@ def test_first_sentence_comes_before_the_stream_ends():
     assert first == "I see a cat." and len(consumed) == 2
 
 
+def pieces(text: str, first_phrase_words: int = 3) -> tuple[list[str], int | None]:
+    """`text` fed a word at a time (as tokens arrive) -> (pieces, the word count when the first was released)."""
+    c, out, at = SentenceChunker(first_phrase_words=first_phrase_words), [], None
+    for n, word in enumerate(text.split(" "), 1):
+        out += c.feed(word if n == 1 else " " + word)
+        at = at or (n if out else None)
+    return out + [r for r in [c.flush()] if r], at
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("You are holding a red mug. It looks full.", ["You are holding", "a red mug.", "It looks full."]),
+        ("The image shows a man with a cup and a dog.", ["The image shows", "a man with a cup and a dog."]),
+        ("There is a dog on the sofa.", ["There is a dog", "on the sofa."]),  # not "There is | a dog"
+        ("I think so, but the light is poor.", ["I think so,", "but the light is poor."]),
+        ("Yes, it is a cat.", ["Yes, it is a cat."]),  # too short to split
+        ("A red mug on a table.", ["A red mug", "on a table."]),
+        ("The text on the sign reads Open 24 hours.", ["The text on the sign reads Open 24 hours."]),
+        ("w76641 w39493 w39493 w39493 w39493 w61721", ["w76641 w39493 w39493 w39493 w39493 w61721"]),
+    ],
+)
+def test_the_first_piece_may_be_a_phrase_where_a_speaker_would_pause(text, expected):
+    assert pieces(text)[0] == expected
+
+
+def test_a_phrase_is_released_once_the_word_after_it_is_complete_and_only_the_first_piece_is_one():
+    assert pieces("You are holding a red mug.") == (["You are holding", "a red mug."], 5)  # " red" shows " a" ended
+    assert pieces("You are holding a red mug.", first_phrase_words=0) == (["You are holding a red mug."], None)
+    later = "It is a cat. It sits on the mat by the door with a ball."
+    assert pieces(later)[0] == ["It is a cat.", "It sits on the mat by the door with a ball."]
+
+
+def test_the_voice_bench_cuts_the_first_piece_where_the_chunker_releases_it():
+    from fastvlm.bench.voice import first_piece_tokens
+
+    assert first_piece_tokens(0) == 8  # "You are holding a red mug." once " It" shows the period ends it
+    assert first_piece_tokens(3) == 5  # "You are holding" once " a" is complete
+
+
 def test_a_long_run_without_a_full_stop_is_split_at_a_comma():
     text = "word " * 30 + ", and " + "more " * 40
     parts = list(split_sentences([text], max_chars=200))

@@ -104,6 +104,18 @@ def test_a_question_is_answered_and_its_first_sentence_spoken_before_the_stream_
     assert not any(p.exists() for p in spoken)
 
 
+def test_the_voice_starts_with_the_first_phrase_unless_whole_sentences_are_set(tmp_path):
+    from dataclasses import replace
+
+    for words, first in ((3, "You are holding"), (0, "You are holding a red mug.")):
+        engine, models = make_engine(b"You are holding a red mug. It looks full."), make_models(tmp_path)
+        session = asked(models)
+        settings = replace(SETTINGS, voice_first_phrase_words=words)
+        list(answer_turn(engine, models, session, settings)) + list(speak_rest(session, settings))
+        assert models.speaker.texts[0] == first and models.speaker.texts[-1] == "It looks full."
+        session.close()
+
+
 def test_no_speech_or_a_broken_recording_never_reaches_the_model(tmp_path):
     from fastvlm.engine.events import InputError
 

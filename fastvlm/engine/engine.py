@@ -12,7 +12,6 @@ import logging
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
@@ -24,7 +23,7 @@ from . import preprocess
 from .cancel import CancelToken
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
 from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, StopReason, TextDelta, collect
-from .kv import Image
+from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
 from .textstream import StopMatcher, Utf8Stream
 from .vision import EncodeCancelled, VisionEncoder
@@ -36,26 +35,6 @@ OFFERED_RESOLUTIONS = (TRAINED_RESOLUTION, FAST_RESOLUTION)
 QUEUE_POLL_S = 0.05  # a request waiting for its turn looks at its cancel token this often
 
 
-class _LRU(OrderedDict):
-    def __init__(self, capacity: int):
-        super().__init__()
-        self.capacity = capacity
-
-    def get_fresh(self, key):
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return None
-
-    def put(self, key, value) -> None:
-        if self.capacity <= 0:
-            return
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.capacity:
-            self.popitem(last=False)
-
-
 class Engine:
     def __init__(self, vision: VisionEncoder, lm: LanguageModel, config: EngineConfig, clock=time.perf_counter):
         self.vision, self.lm, self.config = vision, lm, config
@@ -63,10 +42,11 @@ class Engine:
         self._lock = threading.Lock()
         self._guard = threading.Lock()
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
-        self._embeddings = _LRU(config.embedding_cache)
+        self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
+        self._embeddings = LRU(config.embedding_cache)
         # Recent answers' exact token ids: a follow-up's history then re-uses the generated tokens
         # (re-tokenizing the text may split it differently and miss the KV cache).
-        self._answers = _LRU(64)
+        self._answers = LRU(64)
 
     @classmethod
     def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
@@ -138,16 +118,18 @@ class Engine:
 
     # -- single flight --------------------------------------------------------
     @contextmanager
-    def _turn(self, wait: float | None, cancel: CancelToken):
+    def _turn(self, wait: float | None, cancel: CancelToken, image=None):
         """Hold the engine; `Busy` after `wait` s. A request cancelled while in line gets in without the engine (it
-        only ends, costing no encode and no prefill)."""
+        only ends, costing no encode and no prefill). A request for the very image being prepared lets that
+        prefill finish (it would only redo it: a camera frame prepared while the question is spoken)."""
         with self._guard:
-            self._waiting += 1
+            preempts = image is None or image is not self._preparing
+            self._waiting += preempts
         try:
             got = self._acquire(wait, cancel)
         finally:
             with self._guard:
-                self._waiting -= 1
+                self._waiting -= preempts
         if not got and not cancel.cancelled:
             raise Busy("the engine is answering another request; try again in a moment")
         try:
@@ -176,7 +158,7 @@ class Engine:
         t0 = self._clock()
         self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
-        with self._turn(wait, cancel):
+        with self._turn(wait, cancel, request.image):
             if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
                 yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
                 return
@@ -192,6 +174,8 @@ class Engine:
         """Encode `image` and prefill system prompt + image while idle. False if busy or preempted."""
         if self._waiting or not self._lock.acquire(blocking=False):
             return False
+        with self._guard:
+            self._preparing = image
         try:
             img, _, _ = self._embed(image, resolution)
             if self._preempted():
@@ -201,6 +185,7 @@ class Engine:
         except Cancelled:
             return False
         finally:
+            self._preparing = None
             self._lock.release()
 
     def _embed(self, image, resolution: int | None, cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:

@@ -124,3 +124,25 @@ def chunks(parts: Sequence[Part], skip: int, n_batch: int) -> list[Chunk]:
                 out.append(Chunk(pos + a, embeddings=p.embeddings[a:b], image_key=p.key, image_offset=a, ends_image=b == n))
         pos += n
     return out
+
+
+class LRU(OrderedDict):
+    """A dict that keeps its `capacity` most recently used entries (the engine's embedding and answer caches)."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = capacity
+
+    def get_fresh(self, key):
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return None
+
+    def put(self, key, value) -> None:
+        if self.capacity <= 0:
+            return
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.capacity:
+            self.popitem(last=False)

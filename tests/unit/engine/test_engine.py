@@ -8,6 +8,7 @@ import pytest
 
 from fastvlm import Busy, Done, EngineConfig, FirstToken, GenerationOptions, InputError, Notice, Request, TextDelta, Turn
 from fastvlm.engine.engine import Engine
+from fastvlm.engine.kv import Tokens, identities
 from tests.fakes import EOT, FakeLM, FakeVision
 
 IMG = np.full((32, 48, 3), 200, np.uint8)
@@ -133,6 +134,42 @@ def test_prepare_yields_to_a_real_request():
     engine._preempted = lambda: next(hits, True)
     assert engine.prepare(IMG) is False  # cancelled between chunks
     assert not engine.busy
+
+
+class SlowPrefixLM(FakeLM):
+    """A prefill that takes `delay` per image and is stopped after it (as llama.cpp's abort callback)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.prefilling = threading.Event()
+
+    def prefill(self, parts, should_stop=None, logits=True) -> int:
+        self.prefills.append(identities(parts))
+        for p in parts:
+            if not isinstance(p, Tokens):
+                self.prefilling.set()
+                time.sleep(self.delay)
+            if should_stop is not None and should_stop():
+                from fastvlm.engine.lm import Cancelled
+
+                raise Cancelled()
+        return 0
+
+
+@pytest.mark.parametrize("same_frame", [True, False])
+def test_a_question_about_the_frame_being_prepared_lets_that_prefill_finish(same_frame):
+    """Voice: the frame is prepared while the question is spoken; the answer asked before that prefill is done
+    waits for it (it would only redo it); a request for another image still stops the prepare."""
+    lm = SlowPrefixLM(delay=0.3)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    prepared = {}
+    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(IMG)))
+    worker.start()
+    assert lm.prefilling.wait(5)
+    engine.answer(Request(IMG if same_frame else IMG.copy(), "q"))
+    worker.join()
+    assert prepared["ok"] is same_frame
+    assert engine.vision.calls == 1  # the embedding is shared either way
 
 
 def test_prepare_does_nothing_while_busy():

@@ -13,7 +13,7 @@ from .settings import AppSettings
 from .tab_image import build_image_tab, resolution_radio
 from .tab_live import build_live_tab
 from .tab_snapshot import build_snapshot_tab
-from .voice import VoiceLinks, build_voice_tab, capture_head
+from .voice import VoiceLinks, build_voice_tab, capture_head, prepare_frame
 from .widgets import CSS_PATH, header_markdown
 
 
@@ -21,7 +21,8 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
     `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
-    links = VoiceLinks(settings)  # the voice tab's audio lines, served beside the page
+    # the voice tab's audio lines, served beside the page; each prepares its question's frame as it is spoken
+    links = VoiceLinks(settings, prepare=lambda session: prepare_frame(engine, session, settings.camera_resolution))
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")

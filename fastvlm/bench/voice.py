@@ -2,9 +2,10 @@
 
 Each run does what the Voice + camera tab does. A question spoken by eSpeak NG (2-3 s) and 2.5 s of silence go
 to a `TurnTaker` (`--end-of-turn`, fastvlm/speech/turn.py) in real time, one `--chunk-s` chunk per `--chunk-s`
-seconds as a streaming microphone sends them. On `SpeechStarted` a fresh camera frame is prepared (encoded +
-prefilled) in a thread while the question goes on; when the turn ends, its transcript (begun at the pause that
-ended it) is taken, the answer streams, and its first sentence is spoken in a thread while decoding goes on.
+seconds as a streaming microphone sends them. On `SpeechOnset` (the first 32 ms of speech) a fresh camera frame
+is prepared (encoded + prefilled) in a thread while the question goes on; when the turn ends, its transcript
+(begun at the pause that ended it) is taken, the answer streams, and its first spoken piece is synthesized in a
+thread while decoding goes on.
 Stages (medians over the kept runs):
 
   VAD tail   true end of speech -> the turn known to be over. silence: `--end-silence-ms` plus up to a chunk;
@@ -135,12 +136,12 @@ def turn_takers(vad, transcriber, config, early_stt_ms: int):
     from ..speech import TurnTaker, load_judge
 
     judge = load_judge(config.turn_judge)
-    return lambda rule: TurnTaker(vad, transcriber, config, judge, rule, early_stt_ms, likely_events=True)
+    return lambda rule: TurnTaker(vad, transcriber, config, judge, rule, early_stt_ms, likely_events=True, onsets=True)
 
 
 def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, args) -> dict:
     """Play `audio` into the turn taker in real time, then answer the question as the tab does; the stage times."""
-    from ..speech import SpeechStarted
+    from ..speech import SpeechOnset
     from ..speech.turn import TurnLikelyEnded, TurnResumed
     from .turns import hear_turn
 
@@ -148,7 +149,8 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     early: dict = {"cancelled": 0}  # the answer begun at TurnLikelyEnded (--preemptive)
 
     def on_event(event) -> None:
-        if isinstance(event, SpeechStarted):  # prepare the frame while the person talks
+        if isinstance(event, SpeechOnset) and not prepared:  # prepare the frame while the person talks
+            prepared["from_s"] = event.at_s
             threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
         elif isinstance(event, TurnLikelyEnded) and args.preemptive:
             early.update(end_s=event.end_s, token=CancelToken(), row={})

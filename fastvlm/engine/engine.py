@@ -2,7 +2,8 @@
 
 Single flight: one inference at a time across all threads. `stream()` waits for its turn
 (or raises `Busy` at once with `wait=0`), `prepare()` only runs when the engine is idle
-and gives way to any real request within one prefill chunk. The engine keeps no per-user
+and gives way to a real request within one prefill chunk, unless that request is for the
+image being prepared (then it waits for the prefill it needs). The engine keeps no per-user
 state; image embeddings and KV snapshots are caches keyed by content.
 """
 

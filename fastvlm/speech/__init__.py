@@ -12,12 +12,13 @@ from .sentences import SentenceChunker, split_sentences
 from .stt import Transcriber, Transcript, WhisperTranscriber, resolve_whisper_model, word_error_rate
 from .tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, Speaker, Speech, SpeechUnavailable, remove_old_audio
 from .turn import TurnEnded, TurnTaker
-from .vad import Paused, SileroVad, SpeechStarted, TurnDetector, TurnEvent, UtteranceEnded, VadModel, silero_vad
+from .vad import (Paused, SileroVad, SpeechOnset, SpeechStarted, TurnDetector, TurnEvent, UtteranceEnded, VadModel,
+                  silero_vad)
 
 __all__ = [
     "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "Paused", "SentenceChunker", "SileroVad", "SmartTurnJudge",
-    "Speaker", "Speech", "SpeechConfig", "SpeechStarted", "SpeechUnavailable", "Transcriber", "Transcript",
-    "TranscriptJudge", "TurnDetector", "TurnEnded", "TurnEvent", "TurnJudge", "TurnTaker", "UtteranceEnded",
-    "VadModel", "Verdict", "WhisperTranscriber", "load_judge", "remove_old_audio", "resolve_whisper_model",
-    "rms", "silero_vad", "split_sentences", "to_mono_16k", "word_error_rate",
+    "Speaker", "Speech", "SpeechConfig", "SpeechOnset", "SpeechStarted", "SpeechUnavailable", "Transcriber",
+    "Transcript", "TranscriptJudge", "TurnDetector", "TurnEnded", "TurnEvent", "TurnJudge", "TurnTaker",
+    "UtteranceEnded", "VadModel", "Verdict", "WhisperTranscriber", "load_judge", "remove_old_audio",
+    "resolve_whisper_model", "rms", "silero_vad", "split_sentences", "to_mono_16k", "word_error_rate",
 ]  # fmt: skip

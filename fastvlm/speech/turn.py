@@ -75,9 +75,10 @@ class TurnTaker:
 
     def __init__(self, vad: VadModel, transcriber: Transcriber, config: SpeechConfig | None = None,
                  judge: TurnJudge | None = None, rule: str | None = None, early_stt_ms: int = 300,
-                 likely_events: bool = False) -> None:
+                 likely_events: bool = False, onsets: bool = False) -> None:
         """`likely_events`: send `TurnLikelyEnded` / `TurnResumed` (semantic rule) for a caller that answers
-        before the end is confirmed; without them the events are those of the detector and `TurnEnded`."""
+        before the end is confirmed; without them the events are those of the detector and `TurnEnded`.
+        `onsets`: the detector's `SpeechOnset` too (start preparing the camera frame there)."""
         self.config = config or SpeechConfig()
         self.rule = rule or self.config.end_of_turn
         if self.rule not in RULES:
@@ -87,7 +88,7 @@ class TurnTaker:
         c = self.config
         semantic = self.rule == "semantic"
         self.detector = TurnDetector(vad, c, end_silence_ms=c.turn_max_silence_ms if semantic else c.end_silence_ms,
-                                     pause_ms=c.turn_pause_ms if semantic else early_stt_ms)
+                                     pause_ms=c.turn_pause_ms if semantic else early_stt_ms, onsets=onsets)
         self.transcriber, self.judge = transcriber, judge if semantic else None
         self.likely_events = likely_events
         self._end_silence_s = (c.turn_confirm_silence_ms if likely_events else c.turn_min_silence_ms) / 1000

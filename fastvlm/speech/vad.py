@@ -1,7 +1,8 @@
 """End of a spoken question in a streamed microphone, with the Silero VAD that faster-whisper ships.
 
-`TurnDetector.feed(sample_rate, chunk)` returns the events that chunk caused:
-`SpeechStarted` (grab the camera frame, start preparing the image), with `pause_ms` set `Paused` at each
+`TurnDetector.feed(sample_rate, chunk)` returns the events that chunk caused: `SpeechOnset` at the first
+window of speech (grab the camera frame, start preparing the image), `SpeechStarted` once it has lasted
+`min_speech_ms` (a question, not a cough: stop an answer that is playing), with `pause_ms` set `Paused` at each
 pause of that length inside the speech (the utterance so far: judge or transcribe it while the person may go
 on), and after `end_silence_ms` of silence `UtteranceEnded` with the question's audio; `end_now()` ends the
 utterance early, in a pause, when something else decided the question is over (`fastvlm.speech.turn`).
@@ -22,6 +23,14 @@ from .audio import RATE, to_mono_16k
 from .config import SpeechConfig
 
 WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
+
+
+@dataclass(frozen=True)
+class SpeechOnset:
+    """The first window that sounds like speech: it may still turn out a cough (no `SpeechStarted` follows).
+    Cheap, undoable work can begin here (the camera frame's encode and prefill), 250 ms before `SpeechStarted`."""
+
+    at_s: float
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class Paused:
     end_s: float  # where this pause began
 
 
-TurnEvent = Union[SpeechStarted, Paused, UtteranceEnded]
+TurnEvent = Union[SpeechOnset, SpeechStarted, Paused, UtteranceEnded]
 
 
 class VadModel(Protocol):
@@ -117,10 +126,11 @@ class TurnDetector:
     """Finds where a spoken question starts and ends in successive microphone chunks."""
 
     def __init__(self, vad: VadModel, config: SpeechConfig | None = None, *, end_silence_ms: int | None = None,
-                 pause_ms: int = 0) -> None:
+                 pause_ms: int = 0, onsets: bool = False) -> None:
         """`end_silence_ms` (default `config.end_silence_ms`) ends an utterance; `pause_ms` (0: never) of silence
-        inside one sends `Paused` once per run of silence."""
+        inside one sends `Paused` once per run of silence; `onsets`: send `SpeechOnset` too."""
         self.vad = vad
+        self.onsets = onsets
         self.config = config or SpeechConfig()
         ms = RATE // 1000
         end_silence_ms = self.config.end_silence_ms if end_silence_ms is None else end_silence_ms
@@ -186,7 +196,10 @@ class TurnDetector:
         probs, s.vad_state = self.vad(samples[: n * WINDOW].reshape(n, WINDOW), s.vad_state)
         events: list[TurnEvent] = []
         for i, p in enumerate(probs):
-            event = self._step(float(p), first + i * WINDOW)
+            at, idle = first + i * WINDOW, s.utterance is None
+            event = self._step(float(p), at)
+            if self.onsets and idle and s.utterance is not None:
+                events.append(SpeechOnset(at / RATE))
             if event is not None:
                 events.append(event)
         self._trim()

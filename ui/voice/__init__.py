@@ -9,5 +9,6 @@ from .capture import capture_head
 from .link import VoiceLinks
 from .session import SpeechModels, VoiceUnavailable
 from .tab import build_voice_tab
+from .tab import prepare as prepare_frame
 
-__all__ = ["SpeechModels", "VoiceLinks", "VoiceUnavailable", "build_voice_tab", "capture_head"]
+__all__ = ["SpeechModels", "VoiceLinks", "VoiceUnavailable", "build_voice_tab", "capture_head", "prepare_frame"]

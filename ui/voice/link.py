@@ -7,6 +7,7 @@ sentence. The line replaces both for hands-free voice:
   page (link.js)                                   server (this module)
   AudioWorklet: 16-bit PCM, 40 ms frames  ──────►  `VoiceLink.hear` -> the session's turn taker (`listen`)
   clicks #voice-heard-start / #voice-heard-end ◄──  {"type": "start"} / {"type": "ask"}   (Gradio events answer)
+                                                   (the question's frame is prepared here, from its first sound)
   stops every sound of turns < n at once       ◄──  {"type": "hush", "turn": n}            (every interrupt)
   decodes and plays each sentence after the last ◄── binary: turn (uint32 LE) + the sentence's WAV/MP3 bytes
 
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fastvlm.speech import SpeechStarted
+from fastvlm.speech import SpeechOnset, SpeechStarted
 from fastvlm.speech.turn import TurnResumed
 
 from ..settings import AppSettings
@@ -70,9 +71,13 @@ class VoiceLink:
     any thread. Everything for the page goes to `post` (thread-safe, keeps the order: the server queues it onto
     the event loop that writes the socket)."""
 
-    def __init__(self, session: VoiceSession, settings: AppSettings, post: Callable[[dict | bytes], None]) -> None:
+    def __init__(self, session: VoiceSession, settings: AppSettings, post: Callable[[dict | bytes], None],
+                 prepare: Callable[[VoiceSession], None] | None = None) -> None:
+        """`prepare(session)`: encode and prefill the question's frame (in a thread of its own, from the first
+        sound of speech on; again when the question is sure to have started, in case the engine was busy)."""
         self.session = session
         self.settings = settings
+        self.prepare = prepare
         self.rate = 16_000
         self.opened = time.monotonic()
         self.heard_s = 0.0
@@ -116,6 +121,8 @@ class VoiceLink:
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)
             return
+        if self.prepare is not None and any(isinstance(e, (SpeechOnset, SpeechStarted)) for e in events):
+            threading.Thread(target=self.prepare, args=(session,), name="voice-prepare", daemon=True).start()
         if any(isinstance(e, (SpeechStarted, TurnResumed)) for e in events):
             session.phase = "hearing"
             self._send({"type": "start"})
@@ -150,9 +157,12 @@ class VoiceLink:
 class VoiceLinks:
     """Every person's voice line in one app: tokens issued by the page's Start, the WebSocket route they open."""
 
-    def __init__(self, settings: AppSettings, limits: LinkLimits | None = None) -> None:
+    def __init__(self, settings: AppSettings, limits: LinkLimits | None = None,
+                 prepare: Callable[[VoiceSession], None] | None = None) -> None:
+        """`prepare(session)`: encode and prefill the frame of a question that has begun (`VoiceLink`)."""
         self.settings = settings
         self.limits = limits or LinkLimits()
+        self.prepare = prepare
         self._sessions: OrderedDict[str, VoiceSession] = OrderedDict()
         self._open: dict[str, VoiceLink] = {}
         self._lock = threading.Lock()
@@ -200,7 +210,7 @@ class VoiceLinks:
             if refused is None:
                 loop, out = asyncio.get_running_loop(), asyncio.Queue()
                 post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
-                old, link = self._open.get(token), VoiceLink(session, self.settings, post)
+                old, link = self._open.get(token), VoiceLink(session, self.settings, post, self.prepare)
                 self._open[token] = link
         if refused is not None:
             log.info("voice line refused: %s", refused[1])

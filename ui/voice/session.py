@@ -22,6 +22,7 @@ from fastvlm.speech import (
     Speaker,
     Speech,
     SpeechConfig,
+    SpeechOnset,
     SpeechStarted,
     SpeechUnavailable,
     Transcriber,
@@ -97,11 +98,13 @@ class SpeechModels:
                  f"offline {config.espeak_voice} (eSpeak NG)")
         return cls(transcriber, speaker, silero_vad(), config, about, judge)
 
-    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None, likely_events: bool = False) -> TurnTaker:
+    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None, likely_events: bool = False,
+                   onsets: bool = False) -> TurnTaker:
         """A new person's turn taking: `rule` (default `config.end_of_turn`); `early_stt_ms` for the silence rule;
-        `likely_events`: the question is answered at the judge's verdict and heard once its end is confirmed."""
+        `likely_events`: the question is answered at the judge's verdict and heard once its end is confirmed;
+        `onsets`: the question's frame is taken at the first sound of speech (`SpeechOnset`)."""
         return TurnTaker(self.vad, self.transcriber, self.config, self.judge or TranscriptJudge(), rule, early_stt_ms,
-                         likely_events)
+                         likely_events, onsets)
 
 
 # -- one person's state -----------------------------------------------------------------------------------------
@@ -274,8 +277,12 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
         return now - (session.heard_s - end_s)
 
     for event in events:
-        if isinstance(event, SpeechStarted):
-            session.question_frame, session.starts = session.frame, session.starts + 1
+        if isinstance(event, SpeechOnset):  # the frame of the moment the person began (maybe only a cough)
+            session.question_frame = session.frame
+        elif isinstance(event, SpeechStarted):
+            if session.question_frame is None or not d.onsets:
+                session.question_frame = session.frame
+            session.starts += 1
             if playing or (session.speech is not None and not session.speech.done):
                 session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
             session.interrupt()  # the person talks over the answer: it stops at its next token, says no more

@@ -100,10 +100,10 @@ def remember(session: VoiceSession, frame: np.ndarray | None) -> None:
         session.frame = frame
 
 
-def speech_started(engine: Backend, session: VoiceSession, resolution: int | None) -> Iterator[str | dict]:
-    """The line heard speech start (link.js clicked #voice-heard-start): say so, then prepare the frame."""
-    yield status_html("hearing") if session.listening and session.phase == "hearing" else gr.skip()
-    prepare(engine, session, resolution)
+def speech_started(session: VoiceSession) -> str | dict:
+    """The line heard a question start (link.js clicked #voice-heard-start): say so. (The line itself has the
+    frame prepared: `VoiceLinks(prepare=...)`.)"""
+    return status_html("hearing") if session.listening and session.phase == "hearing" else gr.skip()
 
 
 def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retries: int = 5) -> None:
@@ -208,7 +208,7 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
 
 def open_line(links: VoiceLinks, models: SpeechModels, session: VoiceSession, early_ms: int = 300) -> tuple:
     """Start: listening begins; the page gets the token its voice line connects with (link.js, `LINE_JS`)."""
-    session.listen(models.turn_taker(early_ms, likely_events=True))  # answered at the verdict, heard at the end
+    session.listen(models.turn_taker(early_ms, likely_events=True, onsets=True))  # answered at the verdict
     session.phase = "listening"
     return links.issue(session), status_html("listening")
 
@@ -265,11 +265,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
                  **INSTANT, **hidden)
     started.then(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None,
                  concurrency_id="voice-check", concurrency_limit=None, **hidden)
-    def on_speech_started(state):
-        yield from speech_started(engine, state, settings.camera_resolution)
-
-    ui["heard_start"].click(on_speech_started, session, status, trigger_mode="always_last", concurrency_id="prepare",
-                            concurrency_limit=None, **hidden)
+    ui["heard_start"].click(speech_started, session, status, trigger_mode="always_last", **INSTANT, **hidden)
     line_answer = ui["heard_end"].click(on_answer, session, list(outputs.values()), trigger_mode="always_last",
                                         **engine_group)
     # push to talk: a recording, the same turn

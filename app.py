@@ -76,7 +76,7 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
     v.add_argument("--espeak-voice", default=env("FASTVLM_ESPEAK_VOICE", "en-us"),
                    help="eSpeak NG voice, the offline fallback [FASTVLM_ESPEAK_VOICE]")
     v.add_argument("--end-of-turn", choices=("semantic", "silence"), default=env("FASTVLM_END_OF_TURN", "semantic"),
-                   help="semantic: at each 200 ms pause a judge hears whether the question is finished (2 s of "
+                   help="semantic: at each 120 ms pause a judge hears whether the question is finished (2 s of "
                         "silence at most); silence: a fixed --end-silence-ms ends it [FASTVLM_END_OF_TURN]")
     v.add_argument("--turn-judge", choices=("transcript", "smart-turn"), default="transcript",
                    help="semantic end of turn: transcript (Whisper's words) or smart-turn (Smart Turn v3 on the "

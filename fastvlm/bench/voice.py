@@ -9,7 +9,7 @@ thread while decoding goes on.
 Stages (medians over the kept runs):
 
   VAD tail   true end of speech -> the turn known to be over. silence: `--end-silence-ms` plus up to a chunk;
-             semantic: a 200 ms pause, Whisper on the speech so far and the judge's verdict, up to a chunk;
+             semantic: a 120 ms pause, Whisper on the speech so far and the judge's verdict, up to a chunk;
              with --preemptive the 600 ms that confirm it (turn_confirm_silence_ms), the answer made meanwhile
   STT        waiting for Whisper after that. Transcribing starts at the pause that ends the question (silence
              rule: its first `--early-stt-ms` pause), so only the rest is waited for (`stt_compute_s`: its length)
@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the first spoken piece may be a phrase of this many words (0: a sentence), as the app")
     p.add_argument("--chunk-s", type=float, default=0.25, help="microphone chunk length (the tab streams 0.25 s)")
     p.add_argument("--end-of-turn", choices=("semantic", "silence"), default="semantic",
-                   help="semantic: a judge at 200 ms pauses (as the app); silence: --end-silence-ms")
+                   help="semantic: a judge at 120 ms pauses (as the app); silence: --end-silence-ms")
     p.add_argument("--turn-judge", choices=("transcript", "smart-turn"), default="transcript")
     p.add_argument("--end-silence-ms", type=int, default=700, help="silence that ends a question (silence rule)")
     p.add_argument("--speech-pad-ms", type=int, default=400, help="audio kept around the speech (as app.py)")

@@ -28,7 +28,7 @@ class SpeechConfig:
     # --- turn taking (Silero VAD from faster-whisper; fastvlm/speech/turn.py) ---
     end_of_turn: str = "semantic"  # semantic: a judge decides at short pauses; silence: end_silence_ms, fixed
     turn_judge: str = "transcript"  # semantic: transcript (Whisper's words) | smart-turn (Smart Turn v3 audio)
-    turn_pause_ms: int = 200  # semantic: a pause this long has the question judged
+    turn_pause_ms: int = 120  # semantic: a pause this long has the question judged (200 cost ~0.1 s: docs/voice.md)
     turn_min_silence_ms: int = 200  # semantic: a finished question ends once its silence is this long
     # semantic, for a caller that begins the answer at `TurnLikelyEnded` (TurnTaker(likely_events=True)): the
     # silence that confirms the end instead. A 0.5 s pause mid-question goes on before it; the answer is ready

@@ -3,7 +3,7 @@
 Two rules (`SpeechConfig.end_of_turn`):
   silence   the question ends after `end_silence_ms` (700 ms) of silence. Whisper starts at the first pause
             of `early_stt_ms` (300 ms); if that pause is the end, its transcript is used.
-  semantic  at every pause of `turn_pause_ms` (200 ms) Whisper transcribes the speech so far and a
+  semantic  at every pause of `turn_pause_ms` (120 ms) Whisper transcribes the speech so far and a
             `TurnJudge` says whether the question is finished. Finished: the question ends there once the silence
             has lasted `turn_min_silence_ms` (200 ms). With `likely_events`, `TurnLikelyEnded` comes at the
             verdict (an answer may be begun, not yet played), the end needs `turn_confirm_silence_ms` (600 ms:

@@ -55,7 +55,7 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
         # semantic: turn_min_silence_ms, a VAD window, up to a chunk (0.25 s); silence: end_silence_ms and a chunk
         assert tail[0] <= r["vad_tail_s"] <= tail[1] and r["ended_by"] == {"semantic": "judge"}.get(rule, rule)
         assert all(r[k] >= 0 for k in voice.STAGES) and r["voice"] == "fake-tts"
-        # semantic: answered from the 200 ms pause on (--preemptive), heard once the turn is over
+        # semantic: answered from the 120 ms pause on (--preemptive), heard once the turn is over
         assert r["preemptive"] is (rule == "semantic") and r["preemptive_cancelled"] == 0
         assert r["total_s"] >= r["vad_tail_s"] + (0 if r["preemptive"] else r["ttft_s"])
     out = capsys.readouterr().out

@@ -104,7 +104,7 @@ def test_end_now_ends_only_while_that_pause_lasts():
 
 def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at_min_silence():
     transcriber = ScriptedTranscriber("What color is the square?")
-    taker = semantic(transcriber, likely_events=True)  # turn_pause_ms 200, turn_confirm_silence_ms 600
+    taker = semantic(transcriber, likely_events=True)  # turn_pause_ms 120, turn_confirm_silence_ms 600
     events = hear(taker, np.concatenate([quiet(0.5), voice(1.5), quiet(2.5)]))
     assert isinstance(events[0][0], SpeechStarted)
     [(likely, told)] = [(e, t) for e, t in events if isinstance(e, TurnLikelyEnded)]

@@ -24,6 +24,9 @@ class AppSettings:
     cache_max_age_s: int = 1800
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
+    # the spoken answer's text on the page at most this often: each update costs CPU its decoding needs (0.05 s
+    # updates made the first sound ~0.13 s later through the page on 2 cores, docs/voice.md); speech never waits
+    voice_update_s: float = 0.3
     voice_chunk_s: float = 0.04  # audio in each frame the page's voice line sends (ui/voice/link.js)
     voice_early_stt_ms: int = 300  # silence rule: transcribing starts at a pause this long (0: at the end silence)
     voice_echo_margin_s: float = 0.6  # the microphone stays deaf this long after the spoken answer should have ended

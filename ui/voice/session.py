@@ -164,6 +164,7 @@ class VoiceSession:
     link: PageLine | None = None  # the page's own audio line (hands-free), while it is open
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
     held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
+    push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (turn.py)
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker
@@ -290,8 +291,11 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
             session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
         elif isinstance(event, TurnResumed):
             session.resume(event.end_s)
-        elif isinstance(event, UtteranceEnded) and not session.confirm(event.end_s):
-            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
+        elif isinstance(event, UtteranceEnded):
+            if not session.confirm(event.end_s):
+                session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
+            elif session.push is not None:
+                session.push()  # what is ready of the answer begun at the verdict sounds now
     return events
 
 

@@ -7,6 +7,7 @@ import logging
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -20,8 +21,10 @@ class SpeechQueue:
 
     `lock` is held by whoever decides to play the next sentence, so two events never play the same queue at once."""
 
-    def __init__(self, speaker: Speaker) -> None:
+    def __init__(self, speaker: Speaker, on_ready: Callable[[], None] | None = None) -> None:
+        """`on_ready()`: called from the speech thread each time a sentence has been synthesized."""
         self._speaker = speaker
+        self.on_ready = on_ready
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="voice-tts")
         self._pending: deque[Future] = deque()
         self.lock = threading.RLock()
@@ -33,7 +36,10 @@ class SpeechQueue:
             return
         with self.lock:
             if not self.closed and not self.finished:
-                self._pending.append(self._pool.submit(self._speaker.synthesize, sentence))
+                future = self._pool.submit(self._speaker.synthesize, sentence)
+                self._pending.append(future)
+                if self.on_ready is not None:
+                    future.add_done_callback(lambda _: self.on_ready())
 
     def finish(self) -> None:
         with self.lock:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import time
 import wave
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.config import GenerationOptions
-from fastvlm.engine.events import InputError, Request
+from fastvlm.engine.events import Done, Event, InputError, Request, TextDelta
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
 
 from ..backend import Backend
@@ -101,21 +102,19 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     if session.turn != turn:  # a newer question arrived while this one was transcribed
         return
     queue = session.speech = SpeechQueue(models.speaker)
+    session.push = queue.on_ready = LinePush(session, queue, turn, settings, clock)
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
     request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
-    chunker, text = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words), ""
+    chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     token = CancelToken()  # a barge-in stops even a prefill at once
-    parts = follow(engine.stream(request, cancel=token), settings.ui_update_s, clock, cancel=token)
+    spoken = _said_aloud(engine.stream(request, cancel=token), chunker, queue)  # read ahead: not paced by the page
+    parts = follow(spoken, settings.voice_update_s, clock, cancel=token)
     try:
         for part in parts:
             if session.turn != turn:
                 break  # barge-in: closing `parts` stops decoding and frees the engine
-            for sentence in chunker.feed(part.text[len(text):]):
-                queue.say(sentence)
-            text, session.times.ttft_s = part.text, part.ttft_s
-            if part.stats is not None:
-                queue.say(chunker.flush())
+            session.times.ttft_s = part.ttft_s
             yield Answering(part)
             yield from _due(session, queue, settings, clock)
     finally:
@@ -125,11 +124,23 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
             queue.close()
 
 
+def _said_aloud(events: Iterator[Event], chunker: SentenceChunker, queue: SpeechQueue) -> Iterator[Event]:
+    """The engine's events, each finished phrase or sentence handed to `queue` as soon as its text arrives."""
+    for event in events:
+        if isinstance(event, TextDelta):
+            for sentence in chunker.feed(event.text):
+                queue.say(sentence)
+        elif isinstance(event, Done):
+            queue.say(chunker.flush())
+        yield event
+
+
 def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[], float] = time.monotonic,
                sleep: Callable[[float], None] = time.sleep) -> Iterator[VoiceEvent]:
     """Play the current answer's remaining sentences one after another, each when the one before has ended."""
     queue, turn = session.speech, session.turn
     while queue is not None and not queue.done and session.turn == turn:
+        yield from _told(session)
         if not session.can_send(clock()):  # held until the question's end is confirmed, or still playing
             sleep(0.02 if session.held_end_s is not None else min(session.playing_until - clock(), 0.1))
             continue
@@ -138,10 +149,37 @@ def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[],
             said = None if item is None else _said(session, item, settings, clock)
         if said is not None:
             yield said
+    yield from _told(session)
+
+
+class LinePush:
+    """Over an open voice line, a sentence goes to the page the moment it is synthesized (`SpeechQueue`'s
+    `on_ready`, in the speech thread) or the moment its question's end is confirmed (`listen`), not at the next
+    page update; its `Said` reaches the page with that update (`_told`)."""
+
+    def __init__(self, session: VoiceSession, queue: SpeechQueue, turn: int, settings: AppSettings, clock) -> None:
+        self.session, self.queue, self.turn, self.settings, self.clock = session, queue, turn, settings, clock
+        self.told: deque[VoiceEvent] = deque()
+
+    def __call__(self) -> None:
+        session = self.session
+        while session.link is not None and session.turn == self.turn:
+            with self.queue.lock:
+                item = self.queue.take() if session.can_send(self.clock()) else None
+                if item is None:
+                    return
+                self.told.append(_said(session, item, self.settings, self.clock))
+
+
+def _told(session: VoiceSession) -> Iterator[VoiceEvent]:
+    push = session.push
+    while isinstance(push, LinePush) and push.told:
+        yield push.told.popleft()
 
 
 def _due(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock) -> Iterator[VoiceEvent]:
     """The sentences that are ready, while nothing is playing."""
+    yield from _told(session)
     while True:
         with queue.lock:
             item = queue.take() if session.can_send(clock()) else None

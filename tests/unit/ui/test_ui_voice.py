@@ -19,7 +19,7 @@ from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn,
 
 RATE = 16_000
 FRAME = np.random.default_rng(0).integers(30, 255, (48, 64, 3), dtype=np.uint8)
-SETTINGS = AppSettings(ui_update_s=0, voice_max_new_tokens=1000, voice_sentence_gap_s=0, voice_echo_margin_s=0.5, voice_keep_audio=2)
+SETTINGS = AppSettings(ui_update_s=0, voice_update_s=0, voice_max_new_tokens=1000, voice_sentence_gap_s=0, voice_echo_margin_s=0.5, voice_keep_audio=2)
 
 
 class FakeTranscriber:

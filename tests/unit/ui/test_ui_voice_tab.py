@@ -12,6 +12,7 @@ from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, 
 from ui import create_app
 from ui.voice.link import VoiceLink, VoiceLinks
 from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
+from ui.voice.turn import Answering
 from ui.voice.tab import (
     answer,
     check_microphone,
@@ -313,3 +314,33 @@ def test_a_new_question_ends_the_wait_for_the_last_answers_sound_at_once(tmp_pat
     session.interrupt()  # the person asks something else
     waiting.join(1.0)
     assert not waiting.is_alive(), "the old answer's speak kept waiting for its sound"
+
+
+def test_over_the_line_the_first_phrase_sounds_when_it_is_synthesized_not_at_the_next_page_update(tmp_path):
+    """The page's text is updated every `voice_update_s`; speech must not wait for that: the phrase is cut as its
+    text arrives and sent over the line the moment it is synthesized (held until a confirmed end, if held)."""
+    from dataclasses import replace
+
+    from ui.voice.turn import answer_turn
+
+    settings = replace(SETTINGS, voice_update_s=30)  # after the first text, no page update for 30 s
+    for held in (False, True):
+        engine, models = make_engine(b"You are holding a red mug. " + b"x" * 200, delay=0.01), make_models(tmp_path)
+        session = VoiceSession(frame=FRAME)
+        session.listen(models.turn_taker())
+        session.ask(voice(1.0), time.monotonic(), held_end_s=1.0 if held else None)
+        _, sent = on_line(session)
+        turn = answer_turn(engine, models, session, settings)
+        while not isinstance(next(turn), Answering):  # the first text is shown; the page pulls nothing more
+            pass
+        deadline = time.monotonic() + 2
+        while not any(isinstance(m, bytes) for m in sent) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert any(isinstance(m, bytes) for m in sent) is not held
+        if held:
+            assert session.confirm(1.0)
+            session.push()  # as `listen` does when the end is confirmed
+            assert any(isinstance(m, bytes) for m in sent)
+        assert models.speaker.texts[0] == "You are holding"
+        turn.close()
+        session.close()

@@ -73,6 +73,12 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     window.dispatchEvent(new CustomEvent('fastvlm-voice-playing', {detail: {at: starts}}));
   }
 
+  function samples(L, rate, pcm) {  // 16-bit mono PCM at `rate` -> an AudioBuffer (Web Audio resamples it)
+    const buffer = L.player.createBuffer(1, Math.max(1, pcm.length), rate), out = buffer.getChannelData(0);
+    for (let i = 0; i < pcm.length; i++) out[i] = pcm[i] / 32768;
+    return buffer;
+  }
+
   function receive(L, data) {
     if (typeof data === 'string') {
       const msg = JSON.parse(data);
@@ -81,10 +87,11 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
       else if (msg.type === 'hush') hush(L, msg.turn);
       return;
     }
-    const turn = new DataView(data).getUint32(0, true);
+    const head = new DataView(data), turn = head.getUint32(0, true), rate = head.getUint32(4, true);
     if (turn < L.hushed) return;
-    // decoded one after another, so sentences play in the order they were said
-    L.decoding = L.decoding.then(() => L.player.decodeAudioData(data.slice(4)))
+    // made one after another, so sentences play in the order they were said
+    L.decoding = L.decoding.then(() => rate ? samples(L, rate, new Int16Array(data, 8))
+                                            : L.player.decodeAudioData(data.slice(8)))
       .then((buffer) => play(L, turn, buffer), (e) => console.warn('fastvlm: a sentence could not be played', e));
   }
 

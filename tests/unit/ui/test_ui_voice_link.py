@@ -48,7 +48,7 @@ def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(
         assert links.open_lines == 1 and session.link is not None and session.questions == 1
         session.link.say(_wav(tmp_path), turn=session.turn)
         spoken = ws.receive_bytes()
-        assert int.from_bytes(spoken[:4], "little") == session.turn and spoken[4:8] == b"RIFF"
+        assert int.from_bytes(spoken[:4], "little") == session.turn and int.from_bytes(spoken[4:8], "little") == 16_000
     assert session.link is None and links.open_lines == 0  # the page left: the line is gone
 
 
@@ -110,3 +110,20 @@ def _wav(folder):
     path = folder / "sentence.wav"
     write_wav(path, RATE, np.zeros(800, np.int16))
     return path
+
+
+def test_a_mono_16_bit_wav_goes_as_raw_samples_and_anything_else_as_the_file(tmp_path):
+    import struct
+    import wave
+
+    from ui.voice.link import sound_message
+
+    samples = (np.arange(100, dtype=np.int16) * 50).tobytes()
+    with wave.open(str(tmp_path / "a.wav"), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(22_050), w.writeframes(samples)
+    assert sound_message(tmp_path / "a.wav") == struct.pack("<I", 22_050) + samples
+    with wave.open(str(tmp_path / "b.wav"), "wb") as w:  # stereo: the page decodes the file itself
+        w.setnchannels(2), w.setsampwidth(2), w.setframerate(22_050), w.writeframes(samples)
+    (tmp_path / "c.mp3").write_bytes(b"ID3 an mp3")
+    for name in ("b.wav", "c.mp3"):
+        assert sound_message(tmp_path / name) == b"\0\0\0\0" + (tmp_path / name).read_bytes()

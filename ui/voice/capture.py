@@ -40,7 +40,7 @@ def constraints(settings: AppSettings) -> dict[str, bool]:
 def link_config(settings: AppSettings) -> dict:
     """What the page's voice line needs to know (`CONFIG` in link.js)."""
     return {"constraints": constraints(settings), "frameMs": round(settings.voice_chunk_s * 1000),
-            "gapS": settings.voice_sentence_gap_s, "path": "voice/link/"}
+            "gapS": settings.voice_sentence_gap_s, "path": "voice/link"}
 
 
 def capture_head(settings: AppSettings) -> str:

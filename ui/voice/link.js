@@ -106,7 +106,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
       const code = URL.createObjectURL(new Blob([WORKLET], {type: 'application/javascript'}));
       await capture.audioWorklet.addModule(code);
       URL.revokeObjectURL(code);
-      const url = new URL(CONFIG.path + encodeURIComponent(token), document.baseURI);
+      const url = new URL(CONFIG.path, document.baseURI);  // the token goes in the hello, not the URL
       url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
       L.ws = new WebSocket(url);
       L.ws.binaryType = 'arraybuffer';
@@ -117,7 +117,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     }
     L.ws.onmessage = (e) => receive(L, e.data);
     L.ws.onclose = (e) => { S.closed = {code: e.code, reason: e.reason}; if (line === L) stop(); };
-    L.ws.send(JSON.stringify({type: 'hello', rate: capture.sampleRate}));
+    L.ws.send(JSON.stringify({type: 'hello', token, rate: capture.sampleRate}));
     const size = Math.round(capture.sampleRate * CONFIG.frameMs / 1000);
     const node = new AudioWorkletNode(capture, 'fastvlm-pcm', {processorOptions: {size}});
     node.port.onmessage = (e) => send(L, e.data);

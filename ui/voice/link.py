@@ -12,8 +12,9 @@ sentence. The line replaces both for hands-free voice:
   plays each sentence after the last              ◄── binary: turn, rate (uint32 LE) + 16-bit PCM (rate 0: an MP3)
 
 A line is opened by Start: the Gradio event issues a token for that person's `VoiceSession` (`VoiceLinks.issue`),
-and the page connects to `/voice/link/<token>`. The token is the only key: it is random, issued only through
-the page (behind its login when there is one) and dies with the session. Limits: `LinkLimits`.
+and the page connects to `/voice/link` and says hello with it (not in the URL: proxies log URLs). The token is
+the only key: it is random, issued only through the page (behind its login when there is one) and dies with the
+session. Limits: `LinkLimits`.
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PATH = "/voice/link/{token}"
+PATH = "/voice/link"
+HELLO_S = 5.0  # the page's hello (its token and capture rate) must arrive this soon after the socket opens
 RATES = (8_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000)  # what a browser's AudioContext may run at
 # WebSocket close codes (RFC 6455, 4000+ private) and reasons the page shows
 UNKNOWN = (4404, "this voice line is unknown or expired: press Start again")
+NO_HELLO = (1008, "the voice line opens with a hello message that carries its token")
 BUSY = (1013, "too many voice lines are open on this server: try again later")
 TOO_BIG = (1009, "a microphone frame was too large")
 TOO_FAST = (1008, "microphone audio arrived faster than real time")
@@ -87,7 +90,7 @@ class VoiceLink:
 
     # -- from the page ---------------------------------------------------------------------------------------
     def hello(self, text: str) -> tuple[int, str] | None:
-        """The page's first message says its capture rate; None when it is acceptable, else why the line closes."""
+        """The page's hello says its capture rate; None when it is acceptable, else why the line closes."""
         try:
             rate = int(json.loads(text).get("rate", 16_000))
         except (ValueError, TypeError, AttributeError):
@@ -214,16 +217,21 @@ class VoiceLinks:
         return WebSocketRoute(PATH, self.serve)
 
     async def serve(self, websocket: WebSocket) -> None:
+        """One page's line: its first message is the hello, `{"type": "hello", "token": ..., "rate": ...}` (the
+        token is not in the URL, so it stays out of proxies' access logs); then PCM frames."""
         await websocket.accept()
-        token = websocket.path_params.get("token", "")
+        token, hello = await _hello(websocket)
         with self._lock:
-            session = self._sessions.get(token)
-            refused = UNKNOWN if session is None else BUSY if len(self._open) >= self.limits.max_lines else None
+            session = self._sessions.get(token or "")
+            refused = (NO_HELLO if token is None else UNKNOWN if session is None
+                       else BUSY if len(self._open) >= self.limits.max_lines else None)
             if refused is None:
                 loop, out = asyncio.get_running_loop(), asyncio.Queue()
                 post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
-                old, link = self._open.get(token), VoiceLink(session, self.settings, post, self.prepare)
-                self._open[token] = link
+                link = VoiceLink(session, self.settings, post, self.prepare)
+                refused = link.hello(hello)
+            if refused is None:
+                old, self._open[token] = self._open.get(token), link
         if refused is not None:
             log.info("voice line refused: %s", refused[1])
             await websocket.close(*refused)
@@ -259,6 +267,20 @@ class VoiceLinks:
             if data:
                 await to_thread.run_sync(link.hear, data)
         await websocket.close(*REPLACED)
+
+
+async def _hello(websocket: WebSocket) -> tuple[str | None, str]:
+    """The page's first message: (its token, the message), or (None, "") when it is not a hello with a token."""
+    try:
+        message = await asyncio.wait_for(websocket.receive(), HELLO_S)
+    except asyncio.TimeoutError:
+        return None, ""
+    text = message.get("text") or ""
+    try:
+        token = json.loads(text).get("token")
+    except (ValueError, AttributeError):
+        return None, ""
+    return (token, text) if isinstance(token, str) and token else (None, "")
 
 
 async def _write(websocket: WebSocket, out: asyncio.Queue) -> None:

@@ -2,6 +2,7 @@
 hears, what it sends back, and the limits that close it (fakes: loudness VAD, transcriber, speaker)."""
 
 import json
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import pcm
-from ui.voice.link import BUSY, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLinks
+from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLinks
 from ui.voice.session import VoiceSession
 
 
@@ -23,6 +24,14 @@ def listening(tmp_path, links: VoiceLinks) -> tuple[VoiceSession, str]:
     session = VoiceSession(frame=np.zeros((8, 8, 3), np.uint8))
     session.listen(make_models(tmp_path).turn_taker())
     return session, links.issue(session)
+
+
+@contextmanager
+def opened(client: TestClient, token: str, rate: int = 16_000):
+    """The line opened as link.js opens it: the token goes in the first message (the hello), not in the URL."""
+    with client.websocket_connect("/voice/link") as ws:
+        ws.send_text(json.dumps({"type": "hello", "token": token, "rate": rate}))
+        yield ws
 
 
 def closed_with(ws) -> tuple[int, str]:
@@ -37,8 +46,7 @@ def closed_with(ws) -> tuple[int, str]:
 def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(tmp_path):
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)
-    with served(links).websocket_connect(f"/voice/link/{token}") as ws:
-        ws.send_text(json.dumps({"type": "hello", "rate": 48_000}))  # a browser that captures at 48 kHz
+    with opened(served(links), token, rate=48_000) as ws:  # a browser that captures at 48 kHz
         audio = np.concatenate([voice(1), np.zeros(RATE)])
         audio48 = np.repeat(audio, 3)  # the same sound at 48 kHz
         for frame in np.split(audio48, 50):
@@ -56,12 +64,28 @@ def test_an_unknown_token_or_a_revoked_one_opens_nothing(tmp_path):
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)
     client = served(links)
-    with client.websocket_connect("/voice/link/guessed") as ws:
+    with opened(client, "guessed") as ws:
         assert closed_with(ws) == UNKNOWN
     links.revoke(token)  # the person's session ended
-    with client.websocket_connect(f"/voice/link/{token}") as ws:
+    with opened(client, token) as ws:
         assert closed_with(ws) == UNKNOWN
     assert session.link is None
+
+
+def test_a_line_that_does_not_begin_with_a_hello_carrying_its_token_is_closed(tmp_path):
+    links = VoiceLinks(SETTINGS)
+    session, token = listening(tmp_path, links)
+    client = served(links)
+    for first in (lambda ws: ws.send_bytes(pcm(np.zeros(640))), lambda ws: ws.send_text('{"type": "hello"}')):
+        with client.websocket_connect("/voice/link") as ws:
+            first(ws)
+            with pytest.raises(WebSocketDisconnect) as e:
+                ws.receive_text()
+            assert (e.value.code, e.value.reason) == NO_HELLO
+    with pytest.raises(WebSocketDisconnect):  # the token in the path opens nothing
+        with client.websocket_connect(f"/voice/link/{token}") as ws:
+            ws.receive_text()
+    assert session.link is None and links.open_lines == 0
 
 
 def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path):
@@ -71,9 +95,9 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
     assert links.session(old) is None and links.session(new) is first
     _, other = listening(tmp_path, links)
     client = served(links)
-    with client.websocket_connect(f"/voice/link/{new}") as ws:
+    with opened(client, new) as ws:
         ws.send_bytes(pcm(np.zeros(640)))
-        with client.websocket_connect(f"/voice/link/{other}") as refused:
+        with opened(client, other) as refused:
             assert closed_with(refused) == BUSY
         ws.send_bytes(pcm(np.zeros(640)))  # the first line still works
     assert links.open_lines == 0
@@ -83,10 +107,10 @@ def test_oversized_frames_and_audio_faster_than_real_time_close_the_line(tmp_pat
     links = VoiceLinks(SETTINGS, LinkLimits(max_frame_s=0.5, ahead_s=1.0))
     session, token = listening(tmp_path, links)
     client = served(links)
-    with client.websocket_connect(f"/voice/link/{token}") as ws:
+    with opened(client, token) as ws:
         ws.send_bytes(pcm(np.zeros(RATE)))  # 1 s in one frame
         assert closed_with(ws) == TOO_BIG
-    with client.websocket_connect(f"/voice/link/{token}") as ws:
+    with opened(client, token) as ws:
         for _ in range(8):  # 3.2 s of audio at once: more than 1 s ahead of the clock
             ws.send_bytes(pcm(np.zeros(6400)))
         assert closed_with(ws) == TOO_FAST
@@ -99,7 +123,7 @@ def test_a_hello_with_an_impossible_rate_or_an_odd_frame_is_refused(tmp_path):
     client = served(links)
     for bad in (lambda ws: ws.send_text(json.dumps({"rate": 12345})), lambda ws: ws.send_text("not json"),
                 lambda ws: ws.send_bytes(b"\x00\x01\x02")):
-        with client.websocket_connect(f"/voice/link/{token}") as ws:
+        with opened(client, token) as ws:
             bad(ws)
             assert closed_with(ws)[0] == 1003
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...engine.events import InputError, ModelFileError
+from ...weights.pins import PinMismatch
 from . import checks, facts
 from .llama import llama_section
 from .report import Section, exit_code, render, to_json
@@ -30,6 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facts-only", action="store_true", help="read the files, run no model")
 
 
+def unusable_files(error: ModelFileError) -> Section:
+    """The model files could not be used: missing, or (`PinMismatch`) not the files that were pinned."""
+    files = Section("Model files")
+    if isinstance(error, PinMismatch):
+        files.add("fail", "not the pinned file", str(error), "see the message above: re-pin it if it is trusted")
+    else:
+        files.add("fail", "not found", str(error), "see the message above: pass --models DIR, or --vision and --llm")
+    return files
+
+
 def run(args: argparse.Namespace, resolve_paths, make_config) -> int:
     machine, info = facts.machine_section(args.threads)
     llama, verdict = llama_section()
@@ -37,9 +48,7 @@ def run(args: argparse.Namespace, resolve_paths, make_config) -> int:
     try:
         paths = resolve_paths(args)
     except ModelFileError as e:
-        files = Section("Model files")
-        files.add("fail", "not found", str(e), "see the message above: pass --models DIR, or --vision and --llm")
-        sections.append(files)
+        sections.append(unusable_files(e))
     else:
         llm, g = facts.llm_section(paths.llm, paths.sources.get("llm", "given"))
         vision, _ = facts.vision_section(paths.vision, paths.sources.get("vision", "given"), g)

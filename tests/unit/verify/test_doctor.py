@@ -147,3 +147,15 @@ def test_report_json_says_ok_only_without_failures():
     s.add("fail", "f")
     doc = to_json([s], {"machine": {}})
     assert doc["ok"] is False and doc["sections"][0]["checks"][1]["status"] == "fail"
+
+
+def test_a_pin_mismatch_is_named_as_such_not_as_a_missing_file():
+    from fastvlm.engine.events import ModelFileError
+    from fastvlm.verify.doctor.cli import unusable_files
+    from fastvlm.weights.pins import PinMismatch
+
+    changed = unusable_files(PinMismatch("llm.gguf is not the file that was pinned: sha256 ab… instead of cd…"))
+    missing = unusable_files(ModelFileError("language model not found: m.gguf"))
+    assert [c.label for c in changed.checks] == ["not the pinned file"] and "re-pin" in changed.checks[0].fix
+    assert [c.label for c in missing.checks] == ["not found"]
+    assert all(c.status == "fail" for c in changed.checks + missing.checks)

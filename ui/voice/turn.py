@@ -1,8 +1,10 @@
 """One spoken turn: transcribe the question, stream the answer, speak each sentence as soon as it is complete.
 
 `answer_turn()` yields typed events while the engine streams; `speak_rest()` plays the sentences still left
-when the engine is already free for others. Sentences are synthesized by one worker thread per answer
-(`SpeechQueue`) and played one after another: the next file is sent when the one before has ended.
+when the engine is already free for others. The answer is cut into a first phrase and then sentences as its text
+arrives (in the stream's read-ahead thread), each synthesized by one worker thread per answer (`SpeechQueue`).
+Over the page's voice line each is sent the moment it is ready (`LinePush`: the page plays them one after
+another); to Gradio's player, the next file is sent when the one before has ended.
 """
 
 from __future__ import annotations
@@ -125,14 +127,20 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
 
 
 def _said_aloud(events: Iterator[Event], chunker: SentenceChunker, queue: SpeechQueue) -> Iterator[Event]:
-    """The engine's events, each finished phrase or sentence handed to `queue` as soon as its text arrives."""
-    for event in events:
-        if isinstance(event, TextDelta):
-            for sentence in chunker.feed(event.text):
-                queue.say(sentence)
-        elif isinstance(event, Done):
-            queue.say(chunker.flush())
-        yield event
+    """The engine's events, each finished phrase or sentence handed to `queue` as soon as its text arrives.
+    Closing this closes `events` (decoding stops, the engine is free)."""
+    try:
+        for event in events:
+            if isinstance(event, TextDelta):
+                for sentence in chunker.feed(event.text):
+                    queue.say(sentence)
+            elif isinstance(event, Done):
+                queue.say(chunker.flush())
+            yield event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[], float] = time.monotonic,

@@ -1,8 +1,8 @@
 """Read an engine stream ahead of the page: decoding never waits for a page update to be sent.
 
 Gradio pulls a handler's generator one item at a time, and between two pulls it turns the last update into a
-page message; pulled straight through, the engine's own generator stood still meanwhile. With the browser
-sharing two cores, that cost the voice tab's 8-token first sentence ~0.2 s (docs/voice.md). `ReadAhead` runs
+page message; pulled straight through, the engine's own generator stood still meanwhile (through the page at
+512 on 2 cores, the voice tab's first sound went from 1.51 to 1.37 s without that, docs/voice.md). `ReadAhead` runs
 the stream in a thread of its own and hands its events over in order; closing it stops the stream (at its next
 event, or at once through the request's `CancelToken`) and returns when the engine is free.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import os
+from contextlib import contextmanager
 
 from .blocks import build_app, launch_style
 
@@ -34,19 +35,33 @@ def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, 
     """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
     the UI; `lifespan` (MCP's) runs while the server does. `page_key`: the page and all its Gradio endpoints
     need a login (any user name, this password). Returns Gradio's (app, local url, share url)."""
-    # Gradio's uvicorn would replace a loopback peer's address with X-Forwarded-For's; the API judges forwarded
-    # headers itself (--trusted-proxies, --forwarded-header), so uvicorn trusts no proxy
-    os.environ["FORWARDED_ALLOW_IPS"] = ""
     routes = [*routes, *getattr(demo, "extra_routes", [])]  # the voice tab's line
     app_kwargs = {"routes": routes} | ({"lifespan": lifespan} if lifespan else {})
     auth = {"auth": page_login(page_key), "auth_message": PAGE_LOGIN_MESSAGE} if page_key else {}
-    served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
-                         max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, head=getattr(demo, "page_head", None),
-                         **launch_style(), **auth,
-                         mcp_server=False)  # never Gradio's: it would make every UI callback a tool (see fastvlm.mcp)
+    with _no_trusted_proxies():
+        served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
+                             max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, head=getattr(demo, "page_head", None),
+                             **launch_style(), **auth,
+                             mcp_server=False)  # never Gradio's: it would make every callback a tool (fastvlm.mcp)
     sweeper = getattr(demo, "cache_sweeper", None)
     if sweeper is not None:
         sweeper.start()  # ends by itself when the server is closed
     if block:
         demo.block_thread()
     return served
+
+
+@contextmanager
+def _no_trusted_proxies():
+    """Gradio's uvicorn would replace a loopback peer's address with X-Forwarded-For's; the API judges forwarded
+    headers itself (--trusted-proxies, --forwarded-header), so uvicorn trusts no proxy. Its Config reads
+    FORWARDED_ALLOW_IPS while `demo.launch` builds it; the process's own value is put back after."""
+    before = os.environ.get("FORWARDED_ALLOW_IPS")
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("FORWARDED_ALLOW_IPS", None)
+        else:
+            os.environ["FORWARDED_ALLOW_IPS"] = before

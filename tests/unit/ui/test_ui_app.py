@@ -1,5 +1,6 @@
 """app.py and the launched app: flags, missing weights, and each tab's function through gradio_client (tiny models)."""
 
+import os
 import socket
 
 import pytest
@@ -93,3 +94,16 @@ def test_snapshot_tab_answers_a_frame_with_a_ttft_readout(client, photo):
     answer, readout = c.predict(handle_file(photo), "What am I holding?", api_name="/analyse_snapshot")
     assert isinstance(answer, str)
     assert "TTFT" in readout and " ms · total " in readout and "…" not in readout
+
+
+def test_launch_trusts_no_proxy_and_leaves_the_process_setting_alone(tiny_engine, monkeypatch):
+    """uvicorn must not take X-Forwarded-For from anyone (the API judges it), without changing FORWARDED_ALLOW_IPS
+    for anything else in the process (another server, a test) once the app has started."""
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "10.1.2.3")
+    demo = create_app(tiny_engine)
+    launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        assert demo.server.config.forwarded_allow_ips == ""
+        assert os.environ["FORWARDED_ALLOW_IPS"] == "10.1.2.3"
+    finally:
+        demo.close()

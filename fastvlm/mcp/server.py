@@ -46,11 +46,15 @@ INSTRUCTIONS = ("A local vision-language model (FastVLM) on this computer's CPU.
 _http_request: contextvars.ContextVar[Request | None] = contextvars.ContextVar("mcp_http_request", default=None)
 
 
-def error_text(exc: Exception, retry_after_s: int) -> str:
-    """What the agent reads when a call fails: the API's message for the same failure."""
+def tool_error(exc: Exception, retry_after_s: int) -> ApiError:
+    """The API's error for a failed tool call (an unexpected one's traceback is logged here, once)."""
     if isinstance(exc, ToolError):
-        return str(exc)
-    err = to_api_error(exc, retry_after_s)  # logs unexpected errors with their traceback
+        return ApiError(400, str(exc), code="invalid_arguments")
+    return to_api_error(exc, retry_after_s)
+
+
+def error_text(err: ApiError, retry_after_s: int) -> str:
+    """What the agent reads when a call fails: the API's message for the same failure."""
     if err.code == "engine_busy":
         return f"busy, retry in {retry_after_s} s: {err.message}"
     return err.message
@@ -145,10 +149,9 @@ class McpServer:
         result = builder.result()
         return [types.TextContent(type="text", text=result.text)], structured_result(result)
 
-    def _log_refusal(self, tool: str, exc: Exception) -> None:
+    def _log_refusal(self, tool: str, err: ApiError) -> None:
         """The API's log line for a failed tool call (status: the HTTP status the API would have answered)."""
         http = _http_request.get()
-        err = ApiError(400, str(exc), code="invalid_arguments") if isinstance(exc, ToolError) else to_api_error(exc, 0)
         client = judged_client(http, self.api) if http is not None else "unknown"
         log_refusal(client, "MCP", f"{PATH} tools/call {tool}", err)
 
@@ -164,8 +167,9 @@ class McpServer:
             try:
                 return await self.answer(name, arguments)
             except Exception as e:  # noqa: BLE001 - every failure reaches the agent as a readable tool error
-                message = error_text(e, self.api.retry_after_s)
-                self._log_refusal(name, e)
-                return types.CallToolResult(content=[types.TextContent(type="text", text=message)], isError=True)
+                err = tool_error(e, self.api.retry_after_s)
+                self._log_refusal(name, err)
+                text = error_text(err, self.api.retry_after_s)
+                return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
         return server

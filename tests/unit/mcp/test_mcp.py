@@ -4,6 +4,7 @@ client: single flight, busy errors, the API's key, size limits and messages, DNS
 import asyncio
 import base64
 import dataclasses
+import logging
 import time
 from contextlib import contextmanager
 
@@ -23,7 +24,7 @@ from tests.unit.api.test_api_server import make_engine
 pytest.importorskip("mcp")
 from starlette.applications import Starlette  # noqa: E402
 
-from fastvlm.mcp.server import McpServer, error_text  # noqa: E402 - needs mcp
+from fastvlm.mcp.server import McpServer, error_text, tool_error  # noqa: E402 - needs mcp
 from tests import mcp_client  # noqa: E402
 
 IMAGE = image_data_url(np.full((32, 48, 3), 200, np.uint8))
@@ -65,8 +66,9 @@ def test_arguments_become_one_request_or_a_tool_error_saying_what_to_send():
 
 
 def test_a_busy_engine_reads_as_busy_retry():
-    assert error_text(Busy("the engine is answering"), 5) == "busy, retry in 5 s: the engine is answering"
-    assert error_text(ToolError("send an image"), 5) == "send an image"
+    busy = tool_error(Busy("the engine is answering"), 5)
+    assert error_text(busy, 5) == "busy, retry in 5 s: the engine is answering"
+    assert error_text(tool_error(ToolError("send an image"), 5), 5) == "send an image"
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------------
@@ -127,6 +129,20 @@ def test_the_engines_pixel_limit_and_message_apply():
     with serve(engine) as url:
         result = ask_all(url, 1)[0]
     assert result.isError and "above the limit of 1,000" in mcp_client.text(result)
+
+
+def test_a_bug_reads_as_an_internal_error_and_its_traceback_is_logged_once(caplog):
+    engine, _ = make_engine(script=b"Hi")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    engine.stream = broken
+    with caplog.at_level(logging.ERROR), serve(engine) as url:
+        result = ask_all(url, 1)[0]
+    assert result.isError and "internal error (RuntimeError)" in mcp_client.text(result)
+    tracebacks = [r for r in caplog.records if r.exc_info and "boom" in str(r.exc_info[1])]
+    assert len(tracebacks) == 1, [r.getMessage() for r in tracebacks]
 
 
 def test_on_loopback_other_host_names_are_refused():

@@ -69,7 +69,8 @@ def metrics(page) -> str:
     return page.locator("#image-metrics").inner_text()
 
 
-FINAL_METRICS = re.compile(r"TTFT \d+ ms · encode (cached|\d+ ms) · prefill \d+ ms( \(\d+ reused\))? · "
+_TIME = r"(?:\d+ ms|[\d.]+ s)"  # how `ui.widgets.ms` writes a time: "640 ms", or "12.3 s" from 10 s on
+FINAL_METRICS = re.compile(rf"TTFT {_TIME} · encode (cached|{_TIME}) · prefill {_TIME}( \(\d+ reused\))? · "
                            r"[\d.]+ tok/s · (\d+) tokens")
 
 
@@ -79,4 +80,8 @@ def wait_answer(page, n_answers: int, timeout: float = 20.0) -> re.Match:
         match = FINAL_METRICS.search(metrics(page))
         return match if match and len(chat(page, "bot")) >= n_answers else None
 
-    return wait_until(done, timeout, what=f"answer {n_answers} and its metrics line")
+    try:
+        return wait_until(done, timeout, what=f"answer {n_answers} and its metrics line")
+    except AssertionError as e:  # say what the page showed instead
+        raise AssertionError(f"{e}; the page shows {len(chat(page, 'bot'))} answers and metrics "
+                             f"{metrics(page)!r}") from None

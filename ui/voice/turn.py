@@ -152,9 +152,7 @@ def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[],
         if not session.can_send(clock()):  # held until the question's end is confirmed, or still playing
             sleep(0.02 if session.held_end_s is not None else min(session.playing_until - clock(), 0.1))
             continue
-        with queue.lock:
-            item = queue.take(timeout=0.1) if session.can_send(clock()) else None
-            said = None if item is None else _said(session, item, settings, clock)
+        said = _play_next(session, queue, settings, clock, wait_s=0.1)
         if said is not None:
             yield said
     yield from _told(session)
@@ -172,11 +170,10 @@ class LinePush:
     def __call__(self) -> None:
         session = self.session
         while session.link is not None and session.turn == self.turn:
-            with self.queue.lock:
-                item = self.queue.take() if session.can_send(self.clock()) else None
-                if item is None:
-                    return
-                self.told.append(_said(session, item, self.settings, self.clock))
+            said = _play_next(session, self.queue, self.settings, self.clock)
+            if said is None:
+                return
+            self.told.append(said)
 
 
 def _told(session: VoiceSession) -> Iterator[VoiceEvent]:
@@ -188,13 +185,17 @@ def _told(session: VoiceSession) -> Iterator[VoiceEvent]:
 def _due(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock) -> Iterator[VoiceEvent]:
     """The sentences that are ready, while nothing is playing."""
     yield from _told(session)
-    while True:
-        with queue.lock:
-            item = queue.take() if session.can_send(clock()) else None
-            if item is None:
-                return
-            said = _said(session, item, settings, clock)
+    while (said := _play_next(session, queue, settings, clock)) is not None:
         yield said
+
+
+def _play_next(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock,
+               wait_s: float = 0.0) -> VoiceEvent | None:
+    """The next sentence, played if it is ready within `wait_s` and may be sent now; None if not. Under the
+    queue's lock: the speech thread, the answer and `speak_rest` never play the same one."""
+    with queue.lock:
+        item = queue.take(timeout=wait_s) if session.can_send(clock()) else None
+        return None if item is None else _said(session, item, settings, clock)
 
 
 def _said(session: VoiceSession, item: Speech | SpeechUnavailable, settings: AppSettings, clock) -> VoiceEvent:

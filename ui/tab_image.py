@@ -129,9 +129,8 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
         request = Request(image, q, history, GenerationOptions(max_new_tokens=int(max_new_tokens)), int(resolution))
         part = Partial()
         yield messages(history, (q, "")), readout_html(metrics_text(part), "metrics"), ""
-        token = session.turnstile.token
         try:
-            for part in follow(engine.stream(request, cancel=token), every_s, cancel=token):
+            for part in follow(engine.stream(request, cancel=session.turnstile.token), every_s):
                 yield messages(history, (q, part.text)), readout_html(metrics_text(part), "metrics"), gr.skip()
         except gr.Error:
             yield messages(history), readout_html("", "metrics"), q

@@ -83,9 +83,8 @@ def analyse(engine: Backend, session: SnapshotSession, frame: np.ndarray | None,
         request = Request(frame, question_or_default(question or ""),
                           options=GenerationOptions(max_new_tokens=int(max_new_tokens)), resolution=resolution)
         yield "", ttft_html(Partial())
-        token = session.turnstile.token
         try:
-            for part in follow(engine.stream(request, cancel=token), every_s, cancel=token):
+            for part in follow(engine.stream(request, cancel=session.turnstile.token), every_s):
                 yield part.text, ttft_html(part)
         except gr.Error:
             yield "", ttft_html(None)

@@ -71,23 +71,24 @@ class Partial:
 
 
 def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], float] = time.monotonic,
-           cancel: CancelToken | None = None) -> Iterator[Partial]:
-    """Fold an engine stream into the answer so far, at most one update per `every_s` (and none while more text
-    has already arrived); the first text (with the time to first token) and the end always show at once. The
-    stream is read ahead in a thread (`ReadAhead`), so decoding goes on while the page is updated. Notices
-    become `gr.Info`, `InputError` a `gr.Error`; `Busy` propagates to the caller. Closing this generator stops
-    the stream (at once through `cancel`, the token it was made with) and returns once the engine is free."""
+           cancel: CancelToken | None = None, read_ahead: bool = False) -> Iterator[Partial]:
+    """Fold an engine stream into the answer so far, at most one update per `every_s`; the first text (with the
+    time to first token) and the end always show at once. `read_ahead` (the voice tab): the stream is read in a
+    thread of its own (`ReadAhead`), so decoding goes on while the page is updated, and text that has already
+    arrived goes in one update. Notices become `gr.Info`, `InputError` a `gr.Error`; `Busy` propagates to the
+    caller. Closing this generator stops the stream (at once through `cancel`, the token it was made with, when
+    read ahead) and frees the engine."""
     part, last = Partial(), float("-inf")
-    ahead = ReadAhead(events, cancel)
+    ahead = ReadAhead(events, cancel) if read_ahead else None
     try:
-        for ev in ahead:
+        for ev in ahead if ahead is not None else events:
             if isinstance(ev, Notice):
                 gr.Info(ev.message)
                 continue
             if isinstance(ev, TextDelta):
                 first = not part.text
                 part = replace(part, text=part.text + ev.text)
-                if not first and (clock() - last < every_s or ahead.waiting):
+                if not first and (clock() - last < every_s or (ahead is not None and ahead.waiting)):
                     continue
             elif isinstance(ev, FirstToken):  # shown with the first text: one page update, not an empty one
                 part = replace(part, ttft_s=ev.ttft_s)
@@ -99,7 +100,9 @@ def follow(events: Iterator[Event], every_s: float = 0.05, clock: Callable[[], f
     except InputError as e:
         raise gr.Error(toast_text(e), title="This image cannot be used", print_exception=False) from e
     finally:
-        ahead.close()
+        close = ahead.close if ahead is not None else getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 def toast_text(error: Exception) -> str:

@@ -111,7 +111,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     token = CancelToken()  # a barge-in stops even a prefill at once
     spoken = _said_aloud(engine.stream(request, cancel=token), chunker, queue)  # read ahead: not paced by the page
-    parts = follow(spoken, settings.voice_update_s, clock, cancel=token)
+    parts = follow(spoken, settings.voice_update_s, clock, cancel=token, read_ahead=True)
     try:
         for part in parts:
             if session.turn != turn:

@@ -64,7 +64,7 @@ def test_follow_decodes_while_the_page_updates_and_closing_it_frees_the_engine()
     engine = make_engine(b"x" * 200, delay=0.005)
     image = np.full((32, 48, 3), 200, np.uint8)
     token = CancelToken()
-    parts = follow(engine.stream(Request(image, "q"), cancel=token), every_s=0, cancel=token)
+    parts = follow(engine.stream(Request(image, "q"), cancel=token), every_s=0, cancel=token, read_ahead=True)
     next(parts)
     time.sleep(0.3)  # the page is slow: the engine decodes on meanwhile, and the next update has all of it
     assert len(next(parts).text) > 20

@@ -19,9 +19,6 @@ from .errors import ApiError
 from .schema import ChatCompletionRequest, ContentPart, ImageURL
 
 _IGNORED_ROLES = {"system", "developer"}
-# messages one request may hold: every turn the engine accepts (MAX_TURNS, two messages each, and the question),
-# with room for system messages and split runs; a larger list is refused before any message is looked at
-MAX_MESSAGES = 4 * MAX_TURNS
 
 
 @dataclass(frozen=True)
@@ -82,9 +79,6 @@ def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tu
 
 def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...]]:
     """(image URL, question, history) of the messages, or a 400 that says what is wrong."""
-    if len(body.messages) > MAX_MESSAGES:
-        raise _bad(f"{len(body.messages)} messages are more than the {MAX_MESSAGES} this server accepts: send only "
-                   "the recent turns", "messages", "too_many_messages")
     images: list[tuple[str, str]] = []
     runs = _runs(body, images)
     if not images:

@@ -49,11 +49,17 @@ def busy_error(message: str, retry_after_s: int) -> ApiError:
 
 
 def from_validation(exc: RequestValidationError) -> ApiError:
-    """Malformed JSON is a 400 (as OpenAI answers); a well-formed body of the wrong shape a 422."""
+    """Malformed JSON is a 400 (as OpenAI answers), and so are too many messages; a well-formed body of the
+    wrong shape is a 422."""
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return ApiError(400, "the request body is not valid JSON: check quoting and commas", code="json_invalid")
     first = errors[0] if errors else {}
+    if first.get("type") == "too_long" and tuple(first.get("loc", ())) == ("body", "messages"):
+        ctx = first.get("ctx") or {}
+        return ApiError(400, f"{ctx.get('actual_length', 'these')} messages are more than the "
+                        f"{ctx.get('max_length')} this server accepts: send only the recent turns",
+                        param="messages", code="too_many_messages")
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     param = ".".join(loc) or None
     message = f"{param}: {first.get('msg', 'invalid value')}" if param else first.get("msg", "invalid request body")

@@ -11,6 +11,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine.events import Stats, StopReason
+from ..engine.plan import MAX_TURNS
+
+# messages one request may hold: every turn the engine accepts (MAX_TURNS, two messages each, and the question),
+# with room for system messages and split runs; validation stops at the first message beyond it (a 400)
+MAX_MESSAGES = 4 * MAX_TURNS
 
 FinishReason = Literal["stop", "length"]
 _FINISH: dict[str, FinishReason] = {"end_of_turn": "stop", "end_of_text": "stop", "stop_string": "stop",
@@ -43,7 +48,7 @@ class StreamOptions(_Lenient):
 
 class ChatCompletionRequest(_Lenient):
     model: str | None = None  # absent: this server's model
-    messages: list[Message] = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)  # OpenAI's newer name; wins over max_tokens
     temperature: float | None = Field(None, ge=0)  # absent: the engine's default (greedy), not OpenAI's 1.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastvlm.bench.journey_report import TARGETS, print_journeys, verdicts
+from fastvlm.bench.journey_report import BROWSER_TARGETS, TARGETS, print_journeys, verdicts
 
 
 def _timing(median: float, p90: float) -> dict:
@@ -33,3 +33,15 @@ def test_every_target_is_printed_with_its_statistic_and_wer_says_it_has_none(cap
     out = capsys.readouterr().out
     assert "target skipped ≤ 10%, lag ≤ 4.0 s" in out
     assert "WER 0.28 (no target)" in out and "target median ≤ 1.0 s" in out
+
+
+def test_the_walk_through_the_page_is_judged_on_the_page_targets(capsys):
+    journeys = {"voice": {**_timing(0.95, 1.2), "wer": 0.0}, "barge_in": _timing(0.2, 0.35)}
+    assert verdicts(journeys, 512) == {"voice": False}  # engine-only, the voice's target at 512 is 0.8 s
+    met = verdicts(journeys, 512, BROWSER_TARGETS)
+    assert met == {"voice": True, "barge_in": False}
+    assert verdicts(journeys, 1024, BROWSER_TARGETS) == {"barge_in": False}  # no voice target at 1024 there
+    print_journeys({**report(journeys, 512), "targets": BROWSER_TARGETS, "targets_met": met})
+    lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["voice"].endswith("meets target median ≤ 1.0 s")
+    assert lines["barge_in"].endswith("MISSES target p90 ≤ 0.3 s")

@@ -52,6 +52,8 @@ def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page,
     screenshot(page, "live-tab")
     page.locator("#live-stop").click()
     wait_until(lambda: not app_server.engine.busy, 3, what="Stop to free the engine")
-    stopped = counts(page)
+    stopped = page.locator("#live-counter").inner_text()
     time.sleep(2.5)
-    assert counts(page) == stopped and not app_server.engine.busy  # nothing runs after Stop
+    after = page.locator("#live-counter").inner_text()
+    assert after == stopped, f"the counter changed after Stop: {stopped!r} -> {after!r}"  # nothing runs after Stop
+    assert not app_server.engine.busy

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--browser", action="store_true",
                    help="with --journeys: walk them through the real page in headless Chromium on this machine "
                         "(the laptop case; needs playwright and /usr/bin/chromium)")
+    p.add_argument("--echo", type=int, default=0, metavar="N",
+                   help="with --journeys --browser: N answers played with the page's speaker looped into its "
+                        "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")
     p.add_argument("--compare-vision", type=Path, nargs="+", metavar="ONNX",
                    help="time these vision graphs against the first, in turns, on ONNX Runtime and OpenVINO at "
                         "--resolution (default 512 and 1024); needs no language model")
@@ -44,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, engine_factory) -> int:
     if args.browser and not args.journeys:
         log.error("--browser walks the journeys: add --journeys")
+        return 2
+    if args.echo and not args.browser:
+        log.error("--echo is a walk through the page: add --journeys --browser")
         return 2
     if args.compare_vision:
         return run_compare_vision(args)

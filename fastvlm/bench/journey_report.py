@@ -30,7 +30,8 @@ TARGETS = {
 }
 # Through the page (`bench --journeys --browser`, the laptop case of issue #22): the voice's first sound at 512,
 # and barge-in (speech over the answer -> its sound stopped)
-BROWSER_TARGETS = {**TARGETS, "voice": {"median_s": {512: 1.0}}, "barge_in": {"p90_s": 0.3}}
+BROWSER_TARGETS = {**TARGETS, "voice": {"median_s": {512: 1.0}}, "barge_in": {"p90_s": 0.3},
+                   "echo": {"stopped": 0}}  # answers cut off by their own voice (`--echo`)
 
 
 def timing(values: list[float]) -> dict:
@@ -115,6 +116,10 @@ def print_journeys(report: dict) -> None:
                 extra += f" · {r['over_silence']:.2f}x the silence rule (target <= {VOICE_RATIO})"
         verdict = {True: " · meets", False: " · MISSES"}.get(met.get(key), "")
         verdict = f"{verdict} target {target_text(key, size, targets)}" if verdict else ""
+        if key.startswith("echo"):
+            print(f"{key:>17}: {r['stopped']}/{r['answers']} answers cut off by their own voice ({r['stops']} stops; "
+                  f"echo cancellation {'on' if r['echo_cancellation'] else 'off'}){verdict}")
+            continue
         if key == "turn_pauses":
             print(f"{key:>17}: cut at a 0.5 s pause mid-sentence: semantic {r['cut']}/{r['of']}, fixed silence "
                   f"{r['cut_silence']}/{r['of']}{verdict}")

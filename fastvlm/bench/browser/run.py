@@ -16,7 +16,7 @@ from ..journey_report import BROWSER_TARGETS, draw_journeys, print_journeys, sto
 from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
 from ..voice import QUESTIONS, first_piece_tokens
-from . import media, serve, walks
+from . import echo, media, serve, walks
 from . import page as pg
 
 log = logging.getLogger(__name__)
@@ -25,6 +25,7 @@ SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own st
 # question comes once the first sound has been measured, and cuts the rest off (barge-in, on by default)
 SLOT_S = 12.0
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
+ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
              "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
@@ -39,6 +40,9 @@ NOTES = {
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
                 "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
                 "stopping the answer's sound on the voice line's hush",
+    "echo": "--echo: the page's speaker looped into its microphone at full level (a PulseAudio sink and its "
+            "monitor), questions played into it by paplay, then nobody speaks while each answer plays: stopped = "
+            "answers barge-in cut off; echo_control: the same with the page's echo cancellation off",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }
@@ -74,7 +78,9 @@ def speech_models(threads: int, audio_dir: Path):
 def run(args: argparse.Namespace, engine_factory) -> int:
     try:
         serve.sync_playwright()
-    except serve.BrowserUnavailable as e:
+        if getattr(args, "echo", 0):
+            echo.check()
+    except (serve.BrowserUnavailable, echo.RoomUnavailable) as e:
         log.error("%s", e)
         return 2
     settings = browser_settings(JourneySettings.quick() if args.quick else JourneySettings())
@@ -142,7 +148,24 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
             out["voice"] = _voice(voice)
             slot = 0.3 + max(spoken.spoken_s) + out["voice"]["median_s"] + BARGE_AFTER_S
             out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1))
+        if getattr(args, "echo", 0):
+            out["echo"], out["echo_control"] = _echo(browser, url, tmp, args.echo)
     return out
+
+
+def _echo(browser, url: str, tmp: Path, n: int) -> tuple[dict, dict]:
+    """`n` answers with the speaker looped into the microphone, then 2 with the page's echo cancellation off."""
+    questions = echo.write_questions(tmp / "echo", QUESTIONS, n)
+    with echo.room():
+        other = echo.launch(browser)
+        try:
+            on = echo.walk(other, url, questions, ECHO_LISTEN_S)
+            off = echo.walk(other, url, questions[:2], ECHO_LISTEN_S, cancel_echo=False)
+        finally:
+            other.close()
+    log.info("echo: %d of %d answers stopped by their own voice (canceller off: %d of %d)", on["stopped"],
+             on["answers"], off["stopped"], off["answers"])
+    return on, off
 
 
 def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int, slot_s: float) -> dict:

@@ -45,3 +45,19 @@ def test_the_walk_through_the_page_is_judged_on_the_page_targets(capsys):
     lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
     assert lines["voice"].endswith("meets target median ≤ 1.0 s")
     assert lines["barge_in"].endswith("MISSES target p90 ≤ 0.3 s")
+
+
+def test_the_echo_walk_is_judged_on_answers_cut_off_by_their_own_voice(capsys):
+    def walk(stopped: int, stops: int, on: bool) -> dict:
+        return {"echo_cancellation": on, "answers": 20 if on else 2, "answered": 20 if on else 2,
+                "stopped": stopped, "stops": stops, "runs": []}
+
+    journeys = {"echo": walk(2, 2, True), "echo_control": walk(2, 21, False)}
+    met = verdicts(journeys, 512, BROWSER_TARGETS)
+    assert met == {"echo": False}  # the control has no target: it only shows the loop reaches the microphone
+    assert verdicts({"echo": walk(0, 0, True)}, 512, BROWSER_TARGETS) == {"echo": True}
+    print_journeys({**report(journeys, 512), "targets": BROWSER_TARGETS, "targets_met": met})
+    lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert lines["echo"].endswith("2/20 answers cut off by their own voice (2 stops; echo cancellation on) · "
+                                  "MISSES target stopped ≤ 0")
+    assert lines["echo_control"].endswith("2/2 answers cut off by their own voice (21 stops; echo cancellation off)")

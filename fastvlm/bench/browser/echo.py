@@ -1,0 +1,147 @@
+"""Does the answer's own voice set off barge-in? The page's speaker looped straight into its microphone.
+
+`bench --journeys --browser --echo N`: a PulseAudio null sink is the default speaker and its monitor the default
+microphone (`Room`), so every answer the page plays reaches its microphone at full level (harsher than a laptop's
+speaker and microphone, which lose some of it on the way) and only the browser's echo cancellation keeps it out.
+The questions are played into the same sink by `paplay`, outside Chromium, so they are not in the canceller's
+reference: they are heard as a person. Chromium runs without fake devices (the microphone is the real default
+source); its camera is a canvas (`CANVAS_CAMERA`). Per answer: the stops barge-in made while it played with
+nobody speaking (`window.__fvLink.hushes`) and the questions the page heard meanwhile. A control walk turns the
+canceller off in the page (the same server) and shows the loop does reach the microphone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import media
+from . import page as pg
+from .serve import CHROMIUM
+
+SINK, SOURCE = "fastvlm-room", "fastvlm-room-mic"
+INSTALL = "apt-get install pulseaudio pulseaudio-utils"
+# The voice tab opens the webcam; with no fake devices the camera is a canvas, and the echo control can turn the
+# canceller off under the app's own constraints (`window.__fvEcho`, read at every getUserMedia).
+CANVAS_CAMERA = r"""(() => {
+  const md = navigator.mediaDevices, open = md.getUserMedia.bind(md), list = md.enumerateDevices.bind(md);
+  md.enumerateDevices = async () => [...await list(), {deviceId: 'canvas', kind: 'videoinput', label: 'canvas',
+                                                       groupId: 'canvas', toJSON() { return this; }}];
+  md.getUserMedia = async (c) => {
+    if (c && c.audio && window.__fvEcho === false) c = {...c, audio: {...c.audio, echoCancellation: false}};
+    if (!c || !c.video) return open(c);
+    const canvas = Object.assign(document.createElement('canvas'), {width: 640, height: 480});
+    const g = canvas.getContext('2d');
+    let i = 0;
+    setInterval(() => { g.fillStyle = `hsl(${(i++ * 7) % 360},60%,50%)`; g.fillRect(0, 0, 640, 480); }, 100);
+    const tracks = canvas.captureStream(10).getVideoTracks();
+    if (c.audio) tracks.push(...(await open({audio: c.audio})).getAudioTracks());
+    return new MediaStream(tracks);
+  };
+})();"""
+
+
+class RoomUnavailable(RuntimeError):
+    """PulseAudio or its tools are missing, or its server would not start."""
+
+
+def _pactl(*args: str) -> str:
+    return subprocess.run(["pactl", *args], check=True, capture_output=True, text=True, timeout=10).stdout.strip()
+
+
+def check() -> None:
+    """Raise `RoomUnavailable` (with the install line) unless PulseAudio's server and tools are installed."""
+    missing = [tool for tool in ("pulseaudio", "pactl", "paplay") if shutil.which(tool) is None]
+    if missing:
+        raise RoomUnavailable(f"--echo needs PulseAudio ({', '.join(missing)} not found): {INSTALL}")
+
+
+@contextmanager
+def room():
+    """A PulseAudio sink whose monitor is the default microphone (a server is started if none runs)."""
+    check()
+    started = subprocess.run(["pactl", "info"], capture_output=True, timeout=10, check=False).returncode != 0
+    if started:
+        subprocess.run(["pulseaudio", "--daemonize=yes", "--exit-idle-time=-1"], check=True, timeout=20)
+    try:
+        modules = [_pactl("load-module", "module-null-sink", f"sink_name={SINK}"),
+                   _pactl("load-module", "module-remap-source", f"master={SINK}.monitor", f"source_name={SOURCE}")]
+        defaults = _pactl("get-default-sink"), _pactl("get-default-source")
+        _pactl("set-default-sink", SINK)
+        _pactl("set-default-source", SOURCE)
+        try:
+            yield SINK
+        finally:
+            for kind, name in zip(("sink", "source"), defaults):
+                subprocess.run(["pactl", f"set-default-{kind}", name], capture_output=True, timeout=10, check=False)
+            for module in reversed(modules):
+                subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10, check=False)
+    except subprocess.CalledProcessError as e:
+        raise RoomUnavailable(f"PulseAudio refused {' '.join(e.cmd)}: {e.stderr}") from None
+    finally:
+        if started:
+            subprocess.run(["pulseaudio", "--kill"], capture_output=True, timeout=20, check=False)
+
+
+def launch(playwright_browser):
+    """Chromium from the bench's Playwright with the real default devices (no fake ones) and its sound on."""
+    args = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream",
+            "--autoplay-policy=no-user-gesture-required", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"]
+    return playwright_browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args,
+                                                  ignore_default_args=["--mute-audio"])
+
+
+def write_questions(folder: Path, questions: tuple[str, ...], n: int) -> list[tuple[str, Path]]:
+    """`n` questions in turn, one WAV each (eSpeak NG, as the other voice walks)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for k in range(n):
+        text = questions[k % len(questions)]
+        out.append((text, media.write_questions(folder / f"q{k}.wav", (text,), slot_s=8.0, lead_s=0.3).path))
+    return out
+
+
+def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, cancel_echo: bool = True) -> dict:
+    """Hands-free; per question played into the room, the answer's stops while it played for `listen_s`."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
+    context.add_init_script(CANVAS_CAMERA if cancel_echo else "window.__fvEcho = false;\n" + CANVAS_CAMERA)
+    context.add_init_script(pg.RECORDER)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.get_by_role("tab", name="Voice + camera").click()
+        pg.watch(page, "transcript", "#voice-transcript textarea")
+        page.locator("#voice-start").click()
+        page.wait_for_function("() => window.__fvLink && window.__fvLink.state === 'on'")
+        applied = page.evaluate("() => window.__fvCapture && window.__fvCapture.getSettings().echoCancellation")
+        rows = [_answer(page, text, wav, listen_s) for text, wav in questions]
+        page.locator("#voice-stop").click()
+    finally:
+        context.close()
+    return {"echo_cancellation": applied, "answers": len(rows), "answered": sum(r["sounded"] for r in rows),
+            "stopped": sum(1 for r in rows if r["stops"]), "stops": sum(r["stops"] for r in rows), "runs": rows}
+
+
+def _answer(page, question: str, wav: Path, listen_s: float) -> dict:
+    hushes = len(page.evaluate("() => window.__fvLink.hushes"))
+    plays = len(pg.recorded(page)["plays"])
+    subprocess.run(["paplay", f"--device={SINK}", str(wav)], check=True, timeout=30)
+    asked = time.time()
+    end = asked + 30
+    while time.time() < end and len(pg.recorded(page)["plays"]) == plays:
+        time.sleep(0.1)
+    rec = pg.recorded(page)
+    first = rec["plays"][plays] if len(rec["plays"]) > plays else None
+    if first is not None:
+        time.sleep(listen_s)  # the answer plays; nobody speaks
+    stops = [h["at"] / 1000 for h in page.evaluate("() => window.__fvLink.hushes")[hushes:] if h["stopped"]]
+    # the question's own transcript is shown while its recording's trailing silence plays: what comes after is
+    # what the page heard from the room meanwhile (the answer's echo, if the canceller let it through)
+    heard = sorted({text for t, key, text in pg.recorded(page)["log"] if key == "transcript" and t > asked})
+    return {"question": question, "sounded": first is not None, "stops": len(stops),
+            "stops_after_first_sound_s": [round(t - first, 2) for t in stops] if first else [], "heard_after": heard}

@@ -52,9 +52,16 @@ def _pactl(*args: str) -> str:
     return subprocess.run(["pactl", *args], check=True, capture_output=True, text=True, timeout=10).stdout.strip()
 
 
+def _running() -> bool:
+    """A PulseAudio server (or PipeWire's) answers."""
+    return subprocess.run(["pactl", "info"], capture_output=True, timeout=10, check=False).returncode == 0
+
+
 def check() -> None:
-    """Raise `RoomUnavailable` (with the install line) unless PulseAudio's server and tools are installed."""
-    missing = [tool for tool in ("pulseaudio", "pactl", "paplay") if shutil.which(tool) is None]
+    """Raise `RoomUnavailable` (with the install line) unless PulseAudio's tools are installed, and its server
+    is running or can be started."""
+    need = ("pactl", "paplay") if shutil.which("pactl") and _running() else ("pulseaudio", "pactl", "paplay")
+    missing = [tool for tool in need if shutil.which(tool) is None]
     if missing:
         raise RoomUnavailable(f"--echo needs PulseAudio ({', '.join(missing)} not found): {INSTALL}")
 
@@ -63,7 +70,7 @@ def check() -> None:
 def room():
     """A PulseAudio sink whose monitor is the default microphone (a server is started if none runs)."""
     check()
-    started = subprocess.run(["pactl", "info"], capture_output=True, timeout=10, check=False).returncode != 0
+    started = not _running()
     if started:
         subprocess.run(["pulseaudio", "--daemonize=yes", "--exit-idle-time=-1"], check=True, timeout=20)
     try:

@@ -83,5 +83,6 @@ def wait_answer(page, n_answers: int, timeout: float = 20.0) -> re.Match:
     try:
         return wait_until(done, timeout, what=f"answer {n_answers} and its metrics line")
     except AssertionError as e:  # say what the page showed instead
-        raise AssertionError(f"{e}; the page shows {len(chat(page, 'bot'))} answers and metrics "
-                             f"{metrics(page)!r}") from None
+        raise AssertionError(f"{e}; the page shows {len(chat(page, 'user'))} questions, "
+                             f"{len(chat(page, 'bot'))} answers, metrics {metrics(page)!r} and toasts "
+                             f"{toasts(page)!r}") from None

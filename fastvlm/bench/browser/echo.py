@@ -135,12 +135,12 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
 
 
 def _answer(page, question: str, wav: Path, listen_s: float) -> dict:
-    hushes = len(page.evaluate("() => window.__fvLink.hushes"))
-    plays = len(pg.recorded(page)["plays"])
+    count = "() => [window.__fvLink.hushes.length, window.__fv.plays.length]"
+    hushes, plays = page.evaluate(count)
     subprocess.run(["paplay", f"--device={SINK}", str(wav)], check=True, timeout=30)
     asked = time.time()
     end = asked + 30
-    while time.time() < end and len(pg.recorded(page)["plays"]) == plays:
+    while time.time() < end and page.evaluate(count)[1] == plays:  # the counts only: the answer is being made
         time.sleep(0.1)
     rec = pg.recorded(page)
     first = rec["plays"][plays] if len(rec["plays"]) > plays else None

@@ -46,9 +46,24 @@ def close_toasts(page) -> None:
 
 
 # -- Image tab ----------------------------------------------------------------------------------------------
-def upload(page, path) -> None:
-    page.locator("#image-input input[type=file]").set_input_files(str(path))
-    page.locator("#image-input img").first.wait_for()
+def upload(page, file) -> None:
+    """Put `file` (a path, or Playwright's {name, mimeType, buffer}) in the Image tab and wait until the page
+    shows it, not the image it showed before: a question asked sooner goes with the old image, and the new one's
+    upload event then clears the chat, answer and all (how the load test failed now and then)."""
+    shown = page.locator("#image-input img").first
+
+    def src() -> str | None:
+        from playwright.sync_api import Error
+
+        try:
+            return shown.get_attribute("src", timeout=1000) if shown.count() else None
+        except Error:  # replaced while it was read
+            return None
+
+    before = src()
+    name = file["name"] if isinstance(file, dict) else Path(file).name
+    page.locator("#image-input input[type=file]").set_input_files(file if isinstance(file, dict) else str(file))
+    wait_until(lambda: src() not in (None, before), 30, what=f"the Image tab to show {name}")
 
 
 def ask(page, question: str, enter: bool = False) -> None:

@@ -117,9 +117,7 @@ def dismiss_toasts(page) -> None:
 def person(page, round_: int, name: str) -> None:
     """One question about a new image; every fifth round first tries a refused strip."""
     if round_ % 5 == 4:
-        page.locator("#image-input input[type=file]").set_input_files(
-            files=[{"name": "strip.png", "mimeType": "image/png", "buffer": STRIP}])
-        page.locator("#image-input img").first.wait_for()
+        upload(page, {"name": f"strip-{round_}.png", "mimeType": "image/png", "buffer": STRIP})
         ask(page, "and this strip?")  # refused on upload when the engine is idle, on asking in any case
         wait_until(lambda: "crop it or split it" in " ".join(page.locator(".toast-body").all_inner_texts()),
                    20, what=f"{name}'s strip warning")

@@ -42,6 +42,11 @@ class AppSettings:
     voice_echo_cancellation: bool = True  # removes the app's own voice from the microphone (barge-in needs it)
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question
     voice_barge_in_ms: int = 150  # speech this long over the answer silences it (asking still needs min_speech_ms)
+    # the browser's echo canceller lets a burst of an answer's first sound through (up to 0.25 s of speech to the
+    # detector, docs/voice.md): speech that begins within voice_echo_settle_s of the answer starting to sound
+    # stops it only once it has lasted voice_echo_speech_ms (and is then the next question). 0 s: off
+    voice_echo_settle_s: float = 0.6
+    voice_echo_speech_ms: int = 400
     voice_noise_suppression: bool = False  # the browser's noise suppression
     voice_auto_gain: bool = False  # the browser's automatic gain control
 
@@ -54,6 +59,10 @@ class AppSettings:
             raise ValueError("voice_chunk_s must be between 0.02 and 1 second")
         if self.voice_barge_in_ms < 32:
             raise ValueError("voice_barge_in_ms must be at least 32 (one VAD window)")
+        if not 0 <= self.voice_echo_settle_s <= 5:
+            raise ValueError("voice_echo_settle_s must be between 0 (off) and 5 seconds")
+        if self.voice_echo_speech_ms < 0:
+            raise ValueError("voice_echo_speech_ms must be 0 or more")
         if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:

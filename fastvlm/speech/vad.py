@@ -106,6 +106,7 @@ def silero_vad() -> SileroVad:
 @dataclass
 class _Utterance:
     start: int  # first speech window, in 16 kHz samples since reset
+    min_speech: int  # samples of speech that make it a question (`SpeechStarted`)
     silence_from: int | None = None  # first window of the current run of silence
     started: bool = False  # SpeechStarted was sent
     paused: bool = False  # Paused was sent for the current run of silence
@@ -137,6 +138,9 @@ class TurnDetector:
         if pause_ms and not 32 <= pause_ms < end_silence_ms:
             raise ValueError(f"pause_ms must be 0 (off) or in 32..{end_silence_ms - 1} (below the end silence)")
         self._min_speech = self.config.min_speech_ms * ms
+        # speech that begins while this is set needs at least this many ms to be a question (`SpeechStarted`),
+        # e.g. while the app's own voice may still leak through the browser's echo canceller
+        self.strict_ms: int | None = None
         self._end_silence = end_silence_ms * ms
         self._pause = pause_ms * ms
         self._pad = self.config.speech_pad_ms * ms
@@ -210,7 +214,8 @@ class TurnDetector:
         u = self._s.utterance
         if u is None:
             if p >= self._threshold:
-                self._s.utterance = u = _Utterance(at)
+                min_speech = max(self._min_speech, (self.strict_ms or 0) * RATE // 1000)
+                self._s.utterance = u = _Utterance(at, min_speech)
             else:
                 return None
         if p >= self._threshold:
@@ -221,7 +226,7 @@ class TurnDetector:
         if not u.started:
             if u.silence_from is not None:  # too short: a click or a cough
                 self._s.utterance = None
-            elif end - u.start >= self._min_speech:
+            elif end - u.start >= u.min_speech:
                 u.started = True
                 return SpeechStarted(u.start / RATE)
             return None
@@ -240,6 +245,12 @@ class TurnDetector:
         """Seconds of speech heard so far that have not yet made a `SpeechStarted` (0: none)."""
         u = self._s.utterance
         return 0.0 if u is None or u.started else max(0.0, (self._fed - u.start) / RATE)
+
+    @property
+    def onset_strict(self) -> bool:
+        """The speech being heard began while `strict_ms` asked for more than `min_speech_ms`."""
+        u = self._s.utterance
+        return u is not None and u.min_speech > self._min_speech
 
     def silence_s(self, since_s: float) -> float | None:
         """Seconds of silence heard so far in the pause that began at `since_s`; None when the speech went on

@@ -121,7 +121,9 @@ class VoiceLink:
         try:
             events = listen(session, self.rate, samples, self.settings.voice_echo_margin_s,
                             settle_s=samples.size / self.rate, barge_in=self.settings.voice_barge_in,
-                            barge_in_s=self.settings.voice_barge_in_ms / 1000)
+                            barge_in_s=self.settings.voice_barge_in_ms / 1000,
+                            echo_settle_s=self.settings.voice_echo_settle_s,
+                            echo_speech_ms=self.settings.voice_echo_speech_ms)
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)
             return

@@ -156,6 +156,7 @@ class VoiceSession:
     speech: SpeechQueue | None = None
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
+    sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
     first_sound_from: float | None = None  # the current turn's end of speech, until its first sentence plays
     files: list[Path] = field(default_factory=list)  # spoken answer files, oldest first
     phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
@@ -208,6 +209,10 @@ class VoiceSession:
             self.utterance = None
             self.interrupt()
 
+    def opening(self, at: float, settle_s: float) -> bool:
+        """`at` (monotonic) is within `settle_s` of the answer's sound beginning after a silence."""
+        return self.sound_from <= at <= self.sound_from + settle_s
+
     def speech_over(self, margin_s: float, now: float | None = None) -> bool:
         """The answer has been spoken to its end, `margin_s` ago."""
         now = time.monotonic() if now is None else now
@@ -223,6 +228,8 @@ class VoiceSession:
         first = None if self.first_sound_from is None else now - self.first_sound_from
         if first is not None:
             self.times.first_sound_s, self.first_sound_from = first, None
+        if now >= self.playing_until:  # nothing plays: this sentence starts the sound again
+            self.sound_from = now
         streamed = self.link is not None and self.link.say(speech.path, self.turn)
         self.playing_until = (max(now, self.playing_until) if streamed else now) + duration_s + gap_s
         if streamed:
@@ -246,7 +253,8 @@ class VoiceSession:
 # -- listening ----------------------------------------------------------------------------------------------------
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
            clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0,
-           barge_in: bool = False, barge_in_s: float | None = None) -> list[TurnEvent]:
+           barge_in: bool = False, barge_in_s: float | None = None, echo_settle_s: float = 0.0,
+           echo_speech_ms: int = 0) -> list[TurnEvent]:
     """One microphone chunk -> the turn events it caused. While the app's own answer plays: deaf, or with
     `barge_in` (the page's echo cancellation keeps the answer's voice out) speech stops the answer, speech and
     decoding, and is the next question (`barge_ins` counts them: the page silences the player).
@@ -254,7 +262,10 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
     being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost).
     `barge_in_s`: over a playing answer, this much speech already silences the page's line (before the detector
-    believes a question has started); a cough that short leaves the rest of that answer unspoken, not undecoded."""
+    believes a question has started); a cough that short leaves the rest of that answer unspoken, not undecoded.
+    Speech that begins within `echo_settle_s` of the answer starting to sound is held to more: the browser's echo
+    canceller lets a burst of that first sound through (docs/voice.md), so it stops the answer only once it has
+    lasted `echo_speech_ms` and is a question."""
     taker = session.taker
     if not session.listening or taker is None or np.size(chunk) == 0:
         return []
@@ -267,8 +278,10 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
         d.mute()  # drops any half-heard utterance: it was the app's own voice
     elif not deaf and d.muted:
         d.unmute()
+    d.strict_ms = echo_speech_ms if barge_in and playing and session.opening(now, echo_settle_s) else None
     events = taker.feed(RATE, audio) + taker.settle(settle_s)
-    if barge_in and barge_in_s is not None and playing and session.link is not None and d.onset_s >= barge_in_s:
+    if barge_in and barge_in_s is not None and playing and session.link is not None and d.onset_s >= barge_in_s \
+            and not d.onset_strict:
         session.link.hush(session.turn + 1)  # what plays stops now; the next turn's answer will sound
         session.playing_until = 0.0
     session.chunks += 1

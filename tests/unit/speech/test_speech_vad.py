@@ -60,6 +60,20 @@ def test_silence_and_short_clicks_are_not_speech():
     assert feed(d, audio) == []
 
 
+def test_speech_that_begins_while_strict_needs_strict_ms_to_be_a_question():
+    d = detector()
+    burst = np.concatenate([voice(0.3), silence(1)])
+    d.strict_ms = 400  # e.g. the app's answer has just begun to sound
+    assert feed(d, burst) == [] and not d.onset_strict
+    d.feed(RATE, voice(0.1))
+    assert d.onset_strict and 0 < d.onset_s < 0.4
+    d.strict_ms = None  # set or not, what counts is when the speech began
+    d.feed(RATE, voice(0.4))
+    assert d.onset_s == 0  # a question now
+    feed(d, silence(1))
+    assert [type(e) for e, _ in feed(d, burst)] == [SpeechStarted, UtteranceEnded]  # 0.3 s: a question again
+
+
 def test_a_short_pause_inside_a_question_does_not_end_it():
     d = detector()
     events = feed(d, np.concatenate([voice(1), silence(0.4), voice(1), silence(1)]))

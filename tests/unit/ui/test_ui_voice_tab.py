@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import app
+from fastvlm.speech import Speech
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from ui import create_app
 from ui.voice.link import VoiceLink, VoiceLinks
@@ -271,6 +272,38 @@ def test_speech_over_a_playing_answer_silences_the_page_before_it_counts_as_a_qu
     for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer is interrupted
         link.hear(pcm(frame))
     assert [m["type"] for m in sent[1:]] == ["hush", "start"] and session.turn == turn + 1
+
+
+def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_stop_it(tmp_path):
+    """The browser's echo canceller lets a burst of an answer's first sound through (up to 0.25 s of speech to
+    the detector, docs/voice.md): such a burst leaves the answer playing; as long a burst later in it silences it."""
+    models = make_models(tmp_path)
+    session = asked(models)
+    link, sent = on_line(session)
+    turn, now = session.turn, time.monotonic()
+    session.sound_from, session.playing_until = now - 0.3, now + 10  # the answer began to sound 0.3 s ago
+    for frame in np.split(np.concatenate([voice(0.32), np.zeros(RATE // 5)]), 13):  # a 320 ms burst, then quiet
+        link.hear(pcm(frame))
+    assert sent == [] and session.turn == turn and session.playing_until == now + 10  # it plays on
+    for frame in np.split(voice(0.6), 15):  # a person speaks up then: stopped once it is 400 ms long
+        link.hear(pcm(frame))
+    assert [m["type"] for m in sent] == ["hush", "start"] and session.turn == turn + 1 and session.barge_ins == 1
+
+    session = asked(models)
+    link, sent = on_line(session)
+    turn, session.sound_from, session.playing_until = session.turn, now - 5, now + 10  # 5 s into its sound
+    for frame in np.split(voice(0.32), 8):
+        link.hear(pcm(frame))
+    assert [m["type"] for m in sent] == ["hush", "hush", "start"] and session.turn == turn + 1
+
+
+def test_the_answers_sound_begins_again_only_after_a_silence(tmp_path):
+    session, speech = VoiceSession(), lambda: Speech(tmp_path / "s.wav", "espeak-ng", "en-us")
+    session.play(speech(), 2.0, now=100.0, gap_s=0.1, keep=2)
+    session.play(speech(), 2.0, now=101.0, gap_s=0.1, keep=2)  # sent while the first still plays
+    assert session.sound_from == 100.0 and session.opening(100.9, 1.0) and not session.opening(101.5, 1.0)
+    session.play(speech(), 2.0, now=110.0, gap_s=0.1, keep=2)  # after a silence: the canceller settles again
+    assert session.sound_from == 110.0 and not session.opening(110.5, 0.0)
 
 
 def test_the_lines_speech_start_shows_hearing_and_a_late_one_changes_nothing():

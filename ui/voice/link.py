@@ -40,7 +40,7 @@ from fastvlm.speech import SpeechOnset, SpeechStarted
 from fastvlm.speech.turn import TurnResumed
 
 from ..settings import AppSettings
-from .session import VoiceSession, listen
+from .session import BargeIn, VoiceSession, listen
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket
@@ -81,6 +81,8 @@ class VoiceLink:
         sound of speech on; again when the question is sure to have started, in case the engine was busy)."""
         self.session = session
         self.settings = settings
+        self.barge_in = None if not settings.voice_barge_in else BargeIn(
+            settings.voice_barge_in_ms / 1000, settings.voice_echo_settle_s, settings.voice_echo_speech_ms)
         self.prepare = prepare
         self.rate = 16_000
         self.opened = time.monotonic()
@@ -120,10 +122,7 @@ class VoiceLink:
         asked = session.questions
         try:
             events = listen(session, self.rate, samples, self.settings.voice_echo_margin_s,
-                            settle_s=samples.size / self.rate, barge_in=self.settings.voice_barge_in,
-                            barge_in_s=self.settings.voice_barge_in_ms / 1000,
-                            echo_settle_s=self.settings.voice_echo_settle_s,
-                            echo_speech_ms=self.settings.voice_echo_speech_ms)
+                            settle_s=samples.size / self.rate, barge_in=self.barge_in)
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)
             return

@@ -251,21 +251,23 @@ class VoiceSession:
 
 
 # -- listening ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BargeIn:
+    """Speech over a playing answer stops it and is the next question (echo cancellation keeps the answer out)."""
+
+    hush_s: float | None = None  # this much speech silences the line before it is a question (None: only a question)
+    echo_settle_s: float = 0.0  # speech that begins this soon after the answer starts to sound (the canceller
+    echo_speech_ms: int = 0  # lets a burst of it through, docs/voice.md) must last this long to stop it
+
+
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
            clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0,
-           barge_in: bool = False, barge_in_s: float | None = None, echo_settle_s: float = 0.0,
-           echo_speech_ms: int = 0) -> list[TurnEvent]:
+           barge_in: BargeIn | None = None) -> list[TurnEvent]:
     """One microphone chunk -> the turn events it caused. While the app's own answer plays: deaf, or with
-    `barge_in` (the page's echo cancellation keeps the answer's voice out) speech stops the answer, speech and
-    decoding, and is the next question (`barge_ins` counts them: the page silences the player).
+    `barge_in` speech stops the answer and is the next question (`barge_ins` counts them).
 
     The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
-    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost).
-    `barge_in_s`: over a playing answer, this much speech already silences the page's line (before the detector
-    believes a question has started); a cough that short leaves the rest of that answer unspoken, not undecoded.
-    Speech that begins within `echo_settle_s` of the answer starting to sound is held to more: the browser's echo
-    canceller lets a burst of that first sound through (docs/voice.md), so it stops the answer only once it has
-    lasted `echo_speech_ms` and is a question."""
+    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost)."""
     taker = session.taker
     if not session.listening or taker is None or np.size(chunk) == 0:
         return []
@@ -273,14 +275,15 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     audio = to_mono_16k(sample_rate, chunk)
     d = taker.detector
     playing = now < session.playing_until + echo_margin_s
-    deaf = playing and not barge_in
+    deaf = playing and barge_in is None
     if deaf and not d.muted:
         d.mute()  # drops any half-heard utterance: it was the app's own voice
     elif not deaf and d.muted:
         d.unmute()
-    d.strict_ms = echo_speech_ms if barge_in and playing and session.opening(now, echo_settle_s) else None
+    b = barge_in
+    d.strict_ms = b.echo_speech_ms if b and playing and session.opening(now, b.echo_settle_s) else None
     events = taker.feed(RATE, audio) + taker.settle(settle_s)
-    if barge_in and barge_in_s is not None and playing and session.link is not None and d.onset_s >= barge_in_s \
+    if b and b.hush_s is not None and playing and session.link is not None and d.onset_s >= b.hush_s \
             and not d.onset_strict:
         session.link.hush(session.turn + 1)  # what plays stops now; the next turn's answer will sound
         session.playing_until = 0.0

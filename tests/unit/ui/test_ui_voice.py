@@ -13,8 +13,8 @@ from fastvlm.speech.audio import write_wav
 from fastvlm.speech.tts import Speech
 from tests.fakes import FakeLM, FakeVision
 from ui.settings import AppSettings
+from ui.voice.session import BargeIn, SpeechModels, VoiceSession, listen, record
 from ui.voice.speech_queue import SpeechQueue
-from ui.voice.session import SpeechModels, VoiceSession, listen, record
 from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn, speak_rest
 
 RATE = 16_000
@@ -261,7 +261,7 @@ def test_with_barge_in_speech_over_the_playing_answer_stops_it_and_is_the_next_q
     events = []
     for i in range(0, int(1.5 * RATE), 1600):  # the person talks over it, then stops
         chunk = np.concatenate([voice(1.0), np.zeros(RATE // 2, np.float32)])[i:i + 1600]
-        events += listen(session, RATE, chunk, SETTINGS.voice_echo_margin_s, settle_s=1.0, barge_in=True)
+        events += listen(session, RATE, chunk, SETTINGS.voice_echo_margin_s, settle_s=1.0, barge_in=BargeIn())
     assert [type(e) for e in events] == [SpeechStarted, TurnEnded]
     assert session.barge_ins == 1 and session.playing_until == 0.0 and session.questions == 2
     list(turn)  # the answer stops at its next token
@@ -273,5 +273,5 @@ def test_without_barge_in_the_playing_answer_is_not_interrupted(tmp_path):
     session = asked(models)
     session.playing_until = time.monotonic() + 10
     events = [e for i in range(0, RATE, 1600)
-              for e in listen(session, RATE, voice(1.0)[i:i + 1600], 0.5, barge_in=False)]
+              for e in listen(session, RATE, voice(1.0)[i:i + 1600], 0.5, barge_in=None)]
     assert events == [] and session.barge_ins == 0 and session.taker.detector.muted

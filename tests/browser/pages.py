@@ -48,8 +48,7 @@ def close_toasts(page) -> None:
 # -- Image tab ----------------------------------------------------------------------------------------------
 def upload(page, file) -> None:
     """Put `file` (a path, or Playwright's {name, mimeType, buffer}) in the Image tab and wait until the page
-    shows it, not the image it showed before: a question asked sooner goes with the old image, and the new one's
-    upload event then clears the chat, answer and all (how the load test failed now and then)."""
+    shows it, not the image it showed before (which is there from the second upload on)."""
     shown = page.locator("#image-input img").first
 
     def src() -> str | None:

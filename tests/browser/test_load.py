@@ -135,6 +135,9 @@ def test_two_browsers_and_an_api_client_with_hostile_input(browser, load_server,
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context._load_dir = tmp_path  # where this person's image files are written
         pages[name] = context.new_page()
+        pages[name]._joins = []  # the page's queue joins (one per event Gradio runs), for a failure's message
+        pages[name].on("request", lambda r, joins=pages[name]._joins: joins.append(time.monotonic())
+                       if "/queue/join" in r.url else None)
         pages[name].set_default_timeout(30_000)
         pages[name].goto(url)
         pages[name].locator("#image-input").wait_for()
@@ -144,13 +147,16 @@ def test_two_browsers_and_an_api_client_with_hostile_input(browser, load_server,
     start, warm_rss, rounds = time.monotonic(), None, 0
     try:
         while time.monotonic() - start < LOAD_S:
+            round_start = time.monotonic()
             for name, page in pages.items():
                 person(page, rounds, name)
             for page in pages.values():  # a new image restarts the chat: one answer each
                 try:
                     wait_answer(page, 1, timeout=60)
                 except AssertionError as e:  # it failed now and then in CI (cause not found): say more
+                    joins = sum(t >= round_start for t in page._joins)
                     raise AssertionError(f"{e}; round {rounds}, engine busy {engine.busy}, "
+                                         f"{joins} queue joins (Gradio events) from the page this round, "
                                          f"API so far {dict(outcomes)}") from None
             rounds += 1
             if warm_rss is None and time.monotonic() - start > WARM_UP_S:

@@ -83,7 +83,9 @@ def metrics_text(part: Partial) -> str:
 
 # -- handlers (plain functions: the tests call them with a fake engine) ------------------------------------
 def new_conversation(session: ImageSession, image: str | None = None) -> tuple[list, str]:
-    """A new upload, a cleared image box or "New conversation": the chat starts over."""
+    """A new upload, a cleared image box or "New conversation": the chat starts over, and the answer running or
+    still in line for the old conversation is withdrawn (as by Stop), so the next Submit gets in at once."""
+    session.turnstile.release()
     session.restart(image if image is not None else session.image)
     return [], readout_html("", "metrics")
 
@@ -111,12 +113,14 @@ def guard(session: ImageSession, image: str | None, *_) -> None:
     """Runs at once on Submit: refuses a missing image or a second click while an answer streams."""
     if image is None:
         raise gr.Error(NO_IMAGE, title="No image", print_exception=False)
-    session.turnstile.enter()
+    session.turnstile.enter(image)
 
 
 def ask(engine: Backend, session: ImageSession, image: str | None, question: str, resolution: int,
         max_new_tokens: int, every_s: float = 0.05) -> Iterator[tuple]:
     """Stream one answer into the chat: yields (chat, metrics html, question box)."""
+    if session.turnstile.superseded(image):  # withdrawn while in line by a new image: the new question holds
+        return  # the turnstile, and this one must neither run nor restart the conversation to its old image
     ticket = session.turnstile.active
     try:
         if image is None:
@@ -177,12 +181,14 @@ def build_image_tab(engine: Backend, settings: AppSettings) -> gr.Radio:
     def answer(state, image, question, resolution, max_new_tokens):
         yield from ask(engine, state, image, question, resolution, max_new_tokens, settings.ui_update_s)
 
+    inputs = [session, image, question, resolution, max_tokens]
+    run = wire_answer([submit.click, question.submit], guard, answer, inputs, [chat, metrics, question], stop,
+                      session, api_name="ask_image")
+    restarts = {"api_visibility": "private", "cancels": [run], **INSTANT}  # the old conversation's answer stops
     for changed in (image.upload, image.clear):  # the session is reset before the new image is even read
-        changed(new_conversation, session, [chat, metrics], show_progress="hidden", api_visibility="private",
-                **INSTANT).then(prepare_upload, [image, resolution], None, show_progress="hidden",
-                                concurrency_id="prepare", concurrency_limit=None, api_name="prepare_image")
-    chat.clear(new_conversation, session, [chat, metrics], api_visibility="private", **INSTANT)
-    restart.click(new_conversation, session, [chat, metrics], api_visibility="private", **INSTANT)
-    wire_answer([submit.click, question.submit], guard, answer, [session, image, question, resolution, max_tokens],
-                [chat, metrics, question], stop, session, api_name="ask_image")
+        changed(new_conversation, session, [chat, metrics], show_progress="hidden", **restarts).then(
+            prepare_upload, [image, resolution], None, show_progress="hidden", concurrency_id="prepare",
+            concurrency_limit=None, api_name="prepare_image")
+    chat.clear(new_conversation, session, [chat, metrics], **restarts)
+    restart.click(new_conversation, session, [chat, metrics], **restarts)
     return resolution

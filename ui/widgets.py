@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -134,14 +135,21 @@ class Turnstile:
     active: int = 0  # ticket of the running answer, 0 when none
     issued: int = 0
     token: CancelToken | None = None  # stops the running answer's encode/prefill/decode (Stop, a closed tab)
+    subject: Any = None  # what the admitted question is about (the Image tab's image)
 
-    def enter(self) -> None:
+    def enter(self, subject: Any = None) -> None:
         """Called by the instant guard on Submit: a second click while answering is refused in the page."""
         if self.active:
             raise gr.Error(STILL_ANSWERING, title="Busy", print_exception=False)
         self.issued += 1
         self.active = self.issued
         self.token = CancelToken()
+        self.subject = subject
+
+    def superseded(self, subject: Any) -> bool:
+        """An answer about to run was asked about `subject`, but the question let in now is about another: it
+        was withdrawn while in line (a new image restarted the conversation), so it must not run."""
+        return bool(self.active) and subject != self.subject
 
     def leave(self, ticket: int) -> None:
         if self.active == ticket:

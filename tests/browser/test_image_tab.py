@@ -98,3 +98,21 @@ def test_stop_mid_answer_frees_the_engine_and_the_next_question_starts_at_once(n
     assert chat(page, "bot")[0].startswith(stopped)  # kept as shown (plus a token that was on its way)
     assert chat(page, "user") == ["Tell me everything.", "Now something else?"]
     page.locator("#image-stop").click()
+
+
+def test_a_new_image_mid_answer_stops_it_and_the_next_question_gets_in(new_page, app_server, sample_images):
+    """Replacing the image starts a new conversation: the old answer stops (not 'Still answering' on the next
+    Submit), and it does not come back into the new chat."""
+    app_server.lm.delay, app_server.lm.endless = 0.1, True  # 32 tokens: over 3 s if not stopped
+    page = new_page()
+    upload(page, sample_images[0])
+    ask(page, "Tell me everything.")
+    wait_until(lambda: any(chat(page, "bot")), what="the first answer to start")
+    upload(page, sample_images[1])
+    ask(page, "And this one?")
+    wait_until(lambda: chat(page, "user") == ["And this one?"] and any(chat(page, "bot")), 5,
+               what="the new image's answer to start")
+    assert "Still answering" not in " ".join(page.locator(".toast-body").all_inner_texts())
+    assert app_server.lm.spans[-1][2] < 20, f"{app_server.lm.spans[-1][2]} tokens: the old answer ran on"
+    page.locator("#image-stop").click()
+

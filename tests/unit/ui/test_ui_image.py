@@ -129,6 +129,24 @@ def test_a_huge_image_is_refused_with_a_page_error(tmp_path):
         list(ask(engine, ImageSession(), str(huge), "q", 128, 64))
 
 
+def test_a_new_image_withdraws_the_question_still_waiting_for_the_old_one(photo, tmp_path):
+    """A question waits in line (another person's answer runs); the image is replaced before it runs. The new
+    image's question gets in at once, and the old one, when its turn comes, does nothing: no restart to the old
+    image, no answer, no error. (The load browser test met this: a refused strip's question still in line made
+    the next Submit 'Still answering', then wiped the chat when it failed.)"""
+    engine, session = make_engine(), ImageSession()
+    guard(session, photo)  # Submit on the old image; its answer is queued behind someone else's
+    other = tmp_path / "other.png"
+    Image.new("RGB", (40, 40), (0, 0, 255)).save(other)
+    new_conversation(session, str(other))  # the upload of the new image
+    guard(session, str(other))  # not "Still answering"
+    assert list(ask(engine, session, photo, "old?", 128, 64, every_s=0)) == []  # its turn comes: withdrawn
+    assert engine.requests == [] and session.turnstile.active
+    chat = list(ask(engine, session, str(other), "new?", 128, 64, every_s=0))[-1][0]
+    assert [m["content"] for m in chat] == ["new?", "A red square."] and session.turnstile.active == 0
+    assert engine.requests[-1].image == str(other)
+
+
 def test_stop_mid_answer_frees_the_engine_keeps_the_partial_turn_and_lets_the_next_ask_start(photo):
     engine, session = make_engine(b"y" * 400, delay=0.005), ImageSession()
     guard(session, photo)

@@ -40,7 +40,8 @@ from fastvlm.speech import SpeechOnset, SpeechStarted
 from fastvlm.speech.turn import TurnResumed
 
 from ..settings import AppSettings
-from .session import BargeIn, VoiceSession, listen
+from .listening import BargeIn, listen
+from .session import VoiceSession
 
 if TYPE_CHECKING:
     from starlette.websockets import WebSocket

@@ -1,9 +1,8 @@
 """One person's spoken conversation with the camera, and the speech models everyone shares.
 
 `VoiceSession` (in `gr.State`) holds one person's turn taker (VAD + end-of-turn rule), latest camera frame,
-the question waiting for an answer and what is being spoken; `listen()` feeds it microphone chunks, `record()`
-a push-to-talk recording. Answering a question is `turn.py`; the layout is `tab.py`. `SpeechModels`
-are loaded once.
+the question waiting for an answer and what is being spoken; `listening.py` feeds it microphone audio, `turn.py`
+answers its questions, `tab.py` is the layout. `SpeechModels` are loaded once.
 """
 
 from __future__ import annotations
@@ -22,20 +21,13 @@ from fastvlm.speech import (
     Speaker,
     Speech,
     SpeechConfig,
-    SpeechOnset,
-    SpeechStarted,
     SpeechUnavailable,
     Transcriber,
     TranscriptJudge,
-    TurnEvent,
     TurnJudge,
     TurnTaker,
-    UtteranceEnded,
     VadModel,
-    to_mono_16k,
 )
-from fastvlm.speech.audio import RATE
-from fastvlm.speech.turn import TurnLikelyEnded, TurnResumed
 
 if TYPE_CHECKING:
     from .speech_queue import SpeechQueue
@@ -248,73 +240,3 @@ class VoiceSession:
         for path in self.files:
             path.unlink(missing_ok=True)
         self.files.clear()
-
-
-# -- listening ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BargeIn:
-    """Speech over a playing answer stops it and is the next question (echo cancellation keeps the answer out)."""
-
-    hush_s: float | None = None  # this much speech silences the line before it is a question (None: only a question)
-    echo_settle_s: float = 0.0  # speech that begins this soon after the answer starts to sound (the canceller
-    echo_speech_ms: int = 0  # lets a burst of it through, docs/voice.md) must last this long to stop it
-
-
-def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
-           clock: Callable[[], float] = time.monotonic, settle_s: float = 0.0,
-           barge_in: BargeIn | None = None) -> list[TurnEvent]:
-    """One microphone chunk -> the turn events it caused. While the app's own answer plays: deaf, or with
-    `barge_in` speech stops the answer and is the next question (`barge_ins` counts them).
-
-    The turn taker transcribes the question from its pauses on; when a verdict on the pause going on is still
-    being made, it is waited for up to `settle_s` (the page holds the next chunks meanwhile, none is lost)."""
-    taker = session.taker
-    if not session.listening or taker is None or np.size(chunk) == 0:
-        return []
-    now = clock()
-    audio = to_mono_16k(sample_rate, chunk)
-    d = taker.detector
-    playing = now < session.playing_until + echo_margin_s
-    deaf = playing and barge_in is None
-    if deaf and not d.muted:
-        d.mute()  # drops any half-heard utterance: it was the app's own voice
-    elif not deaf and d.muted:
-        d.unmute()
-    b = barge_in
-    d.strict_ms = b.echo_speech_ms if b and playing and session.opening(now, b.echo_settle_s) else None
-    events = taker.feed(RATE, audio) + taker.settle(settle_s)
-    if b and b.hush_s is not None and playing and session.link is not None and d.onset_s >= b.hush_s \
-            and not d.onset_strict:
-        session.link.hush(session.turn + 1)  # what plays stops now; the next turn's answer will sound
-        session.playing_until = 0.0
-    session.chunks += 1
-    session.heard_s += audio.size / RATE
-
-    def ended_at(end_s: float) -> float:  # the end was known only after some silence
-        return now - (session.heard_s - end_s)
-
-    for event in events:
-        if isinstance(event, SpeechOnset):  # the frame of the moment the person began (maybe only a cough)
-            session.question_frame = session.frame
-        elif isinstance(event, SpeechStarted):
-            if session.question_frame is None or not d.onsets:
-                session.question_frame = session.frame
-            session.starts += 1
-            if playing or (session.speech is not None and not session.speech.done):
-                session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
-            session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
-        elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
-            session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
-        elif isinstance(event, TurnResumed):
-            session.resume(event.end_s)
-        elif isinstance(event, UtteranceEnded):
-            if not session.confirm(event.end_s):
-                session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
-            elif session.push is not None:
-                session.push()  # what is ready of the answer begun at the verdict sounds now
-    return events
-
-
-def record(session: VoiceSession, sample_rate: int, samples: np.ndarray, clock=time.monotonic) -> None:
-    """A push-to-talk recording becomes the question. Raises InputError for broken or empty audio."""
-    session.ask(to_mono_16k(sample_rate, samples), clock())

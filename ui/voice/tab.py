@@ -23,7 +23,8 @@ from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import INSTANT, fail, ms, readout_html, toast_text
 from .link import VoiceLinks
-from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable, record
+from .listening import record
+from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
 from .turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)

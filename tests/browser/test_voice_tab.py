@@ -109,6 +109,8 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
                              what="the readout's first sound")
         assert "STT" in readout and "TTFT" in readout and "first sound" in readout, readout
+        line = page.evaluate("() => window.__fvLink")  # the page told the server when the sound began (the echo
+        assert line["sounding"] and line["state"] == "on" and line["closed"] is None, line  # rule), line still open
         screenshot(page, "voice-tab")
     finally:
         context.close()

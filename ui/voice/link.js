@@ -28,7 +28,8 @@ class FastvlmPcm extends AudioWorkletProcessor {
 }
 registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   const MAX_BUFFERED = 4 << 20;  // bytes waiting in the socket before frames are dropped (~2 min of audio)
-  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], closed: null};
+  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], sounding: [],
+                             closed: null};
   const wall = () => performance.timeOrigin + performance.now();
   let line = null;
 
@@ -61,6 +62,10 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   function play(L, turn, buffer) {
     if (turn < L.hushed || line !== L) return;
     const now = L.player.currentTime, at = Math.max(now, L.nextAt);
+    if (at === now && L.ws.readyState === WebSocket.OPEN) {  // sound again after a silence: the server times
+      L.ws.send(JSON.stringify({type: 'sounding', turn}));   // its echo rule from here
+      S.sounding.push(wall());
+    }
     const src = L.player.createBufferSource();
     src.buffer = buffer;
     src.connect(L.player.destination);

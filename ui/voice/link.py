@@ -10,6 +10,7 @@ sentence. The line replaces both for hands-free voice:
                                                    (the question's frame is prepared here, from its first sound)
   stops every sound of turns < n at once       ◄──  {"type": "hush", "turn": n}            (every interrupt)
   plays each sentence after the last              ◄── binary: turn, rate (uint32 LE) + 16-bit PCM (rate 0: an MP3)
+  a turn's sound begins after a silence           ──►  {"type": "sounding", "turn": n}  (times the echo rule)
 
 A line is opened by Start: the Gradio event issues a token for that person's `VoiceSession` (`VoiceLinks.issue`),
 and the page connects to `/voice/link` and says hello with it (not in the URL: proxies log URLs). The token is
@@ -57,7 +58,7 @@ NO_HELLO = (1008, "the voice line opens with a hello message that carries its to
 BUSY = (1013, "too many voice lines are open on this server: try again later")
 TOO_BIG = (1009, "a microphone frame was too large")
 TOO_FAST = (1008, "microphone audio arrived faster than real time")
-BAD_FRAME = (1003, "the voice line carries 16-bit PCM frames and a hello message only")
+BAD_FRAME = (1003, "the voice line carries 16-bit PCM frames and the page's hello and sounding messages only")
 REPLACED = (4000, "this voice line was opened again elsewhere")
 
 
@@ -92,11 +93,28 @@ class VoiceLink:
         self._post = post
 
     # -- from the page ---------------------------------------------------------------------------------------
-    def hello(self, text: str) -> tuple[int, str] | None:
+    def told(self, text: str, now: float | None = None) -> tuple[int, str] | None:
+        """A message from the page: its hello (the capture rate), or that an answer's sound began after a
+        silence (the echo rule's window opens then, not when the server sent it: a slow page plays later).
+        None when it is acceptable, else why the line closes."""
+        try:
+            message = json.loads(text)
+            kind = message.get("type", "hello")
+        except (ValueError, AttributeError):
+            return BAD_FRAME
+        if kind == "sounding":
+            turn = message.get("turn")
+            if not isinstance(turn, int) or isinstance(turn, bool):
+                return BAD_FRAME
+            self.session.sounding(turn, time.monotonic() if now is None else now)
+            return None
+        return self.hello(message) if kind == "hello" else BAD_FRAME
+
+    def hello(self, message: dict) -> tuple[int, str] | None:
         """The page's hello says its capture rate; None when it is acceptable, else why the line closes."""
         try:
-            rate = int(json.loads(text).get("rate", 16_000))
-        except (ValueError, TypeError, AttributeError):
+            rate = int(message.get("rate", 16_000))
+        except (ValueError, TypeError):
             return BAD_FRAME
         if rate not in RATES:
             return BAD_FRAME
@@ -231,7 +249,7 @@ class VoiceLinks:
                 loop, out = asyncio.get_running_loop(), asyncio.Queue()
                 post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
                 link = VoiceLink(session, self.settings, post, self.prepare)
-                refused = link.hello(hello)
+                refused = link.told(hello)
             if refused is None:
                 old, self._open[token] = self._open.get(token), link
         if refused is not None:
@@ -261,7 +279,7 @@ class VoiceLinks:
             if message["type"] == "websocket.disconnect":
                 return
             data, text = message.get("bytes"), message.get("text")
-            refused = link.hello(text) if text is not None else link.check(data or b"", self.limits)
+            refused = link.told(text) if text is not None else link.check(data or b"", self.limits)
             if refused is not None:
                 log.info("voice line closed: %s", refused[1])
                 await websocket.close(*refused)

@@ -201,6 +201,12 @@ class VoiceSession:
             self.utterance = None
             self.interrupt()
 
+    def sounding(self, turn: int, now: float) -> None:
+        """The page says the answer of `turn` began to sound after a silence, now: the echo rule's window opens
+        here (`play` opened it when the sentence was sent, which is earlier on a slow page)."""
+        if turn == self.turn:
+            self.sound_from = now
+
     def opening(self, at: float, settle_s: float) -> bool:
         """`at` (monotonic) is within `settle_s` of the answer's sound beginning after a silence."""
         return self.sound_from <= at <= self.sound_from + settle_s

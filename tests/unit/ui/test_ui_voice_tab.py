@@ -1,5 +1,6 @@
 """The Voice + camera tab's handlers and layout, and app.py's voice flags (fakes; no speech models loaded)."""
 
+import json
 import time
 import warnings
 
@@ -295,6 +296,26 @@ def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_st
     for frame in np.split(voice(0.32), 8):
         link.hear(pcm(frame))
     assert [m["type"] for m in sent] == ["hush", "hush", "start"] and session.turn == turn + 1
+
+
+def test_the_echo_window_opens_when_the_page_says_the_sound_began_not_when_it_was_sent(tmp_path):
+    """A slow page starts playing 0.5 s after the server sent the sentence: a burst 0.3 s into its sound (0.8 s
+    after the send, past the 0.6 s window) is still the canceller settling, and the answer plays on."""
+    models = make_models(tmp_path)
+    session = asked(models)
+    link, sent = on_line(session)
+    turn, now = session.turn, time.monotonic()
+    session.sound_from, session.playing_until = now - 0.8, now + 10  # sent 0.8 s ago
+    assert link.told(json.dumps({"type": "sounding", "turn": turn - 1}), now=now - 0.3) is None  # an older turn's
+    assert session.sound_from == now - 0.8
+    assert link.told(json.dumps({"type": "sounding", "turn": turn}), now=now - 0.3) is None  # sounds 0.3 s ago
+    assert session.sound_from == now - 0.3
+    for frame in np.split(np.concatenate([voice(0.32), np.zeros(RATE // 5)]), 13):  # a 320 ms burst, then quiet
+        link.hear(pcm(frame))
+    assert sent == [] and session.turn == turn  # it plays on
+    for bad in ({"type": "sounding"}, {"type": "sounding", "turn": "1"}, {"type": "sounding", "turn": True},
+                {"type": "dance"}):
+        assert link.told(json.dumps(bad)) is not None and session.sound_from == now - 0.3
 
 
 def test_the_answers_sound_begins_again_only_after_a_silence(tmp_path):

@@ -120,7 +120,8 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
         max_new_tokens: int, every_s: float = 0.05) -> Iterator[tuple]:
     """Stream one answer into the chat: yields (chat, metrics html, question box)."""
     if session.turnstile.superseded(image):  # withdrawn while in line by a new image: the new question holds
-        return  # the turnstile, and this one must neither run nor restart the conversation to its old image
+        yield gr.skip(), gr.skip(), gr.skip()  # the turnstile; this one must not run, restart the conversation to
+        return  # its old image or touch the page (a generator that yields nothing clears its outputs in Gradio 6)
     ticket = session.turnstile.active
     try:
         if image is None:

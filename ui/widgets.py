@@ -7,7 +7,7 @@ import html
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,17 @@ def fail(error: Exception) -> gr.Error:
 # Quick handlers that never touch the engine. They still go through the queue: Gradio 6's page shows the
 # gr.Error of an unqueued (queue=False) event as nothing at all, only a failed request in the console.
 INSTANT = {"concurrency_id": "instant", "concurrency_limit": None}
+
+
+def by_component(updates: Iterable[dict[str, Any]], components: dict[str, Any]) -> Iterator[dict]:
+    """A generator handler's updates by output name -> by component. Never none at all: Gradio 6 clears every
+    output of a generator that yields nothing, so a handler with nothing to show sends gr.skip() for each."""
+    sent = False
+    for update in updates:
+        sent = True
+        yield {components[name]: value for name, value in update.items()}
+    if not sent:
+        yield {component: gr.skip() for component in components.values()}
 
 
 # -- one answer at a time per person ------------------------------------------------------------------

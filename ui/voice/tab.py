@@ -21,7 +21,7 @@ from fastvlm.engine.events import InputError
 
 from ..backend import Backend
 from ..settings import AppSettings
-from ..widgets import INSTANT, fail, ms, readout_html, toast_text
+from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .link import VoiceLinks
 from .listening import record
 from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
@@ -245,13 +245,13 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     ui = _layout(speech.about)
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
 
+    rest = {k: outputs[k] for k in ("voice", "speaker", "status", "readout")}  # what speaking the rest updates
+
     def on_answer(state):
-        for update in answer(engine, speech, state, settings):
-            yield {outputs[name]: value for name, value in update.items()}
+        yield from by_component(answer(engine, speech, state, settings), outputs)
 
     def on_speak(state):
-        for update in speak(state, settings):
-            yield {outputs[name]: value for name, value in update.items()}
+        yield from by_component(speak(state, settings), rest)
 
     hidden = {"show_progress": "hidden", "api_visibility": "private"}
     engine_group = {"concurrency_id": "engine", "concurrency_limit": 1, **hidden}
@@ -277,9 +277,8 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
                   trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **hidden)
     ptt_answer = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
                                   **engine_group)
-    rest = [outputs[k] for k in ("voice", "speaker", "status", "readout")]
     for answering in (line_answer, ptt_answer):  # "multiple": the turn before may still be waiting to end
-        answering.then(on_speak, session, rest, trigger_mode="multiple", **speak_group)
+        answering.then(on_speak, session, list(rest.values()), trigger_mode="multiple", **speak_group)
     ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
                      queue=False, **hidden)
 

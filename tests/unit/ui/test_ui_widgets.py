@@ -11,10 +11,12 @@ from gradio.data_classes import ImageData
 from fastvlm import Busy, Done, EngineConfig, FirstToken, Notice, Request, Stats, TextDelta
 from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
+from ui.settings import AppSettings
 from ui.widgets import (
     UNREADABLE,
     Partial,
     Turnstile,
+    by_component,
     follow,
     format_metrics,
     format_ttft,
@@ -122,3 +124,19 @@ def test_an_unreadable_upload_becomes_a_page_error_that_says_what_to_send(tmp_pa
     Image.new("RGB", (8, 8)).save(good)
     assert box.preprocess(ImageData(path=str(good), orig_name="ok.png")) == str(good)
     assert not list(Path(readable_uploads.__code__.co_filename).parent.glob("*.pyi"))  # no stub files written beside ui/
+
+
+def test_a_handler_with_nothing_to_show_skips_its_outputs_instead_of_clearing_them():
+    """Gradio 6 sets every output of a generator handler that yields nothing to None (checked in a page: a Textbox
+    and a Chatbot emptied). The voice tab's "speak the rest" step has nothing to show after an answer that was not
+    spoken (a "Nothing asked" warning, a barge-in): it must leave the status and readout as they are."""
+    from ui.voice.session import VoiceSession
+    from ui.voice.tab import speak
+
+    status, readout = object(), object()
+    components = {"status": status, "readout": readout}
+    assert list(by_component(iter([]), components)) == [{status: gr.skip(), readout: gr.skip()}]
+    assert list(by_component(iter([{"status": "<p>x</p>"}]), components)) == [{status: "<p>x</p>"}]
+    assert list(by_component(speak(VoiceSession(phase="listening"), AppSettings()), components)) == \
+        [{status: gr.skip(), readout: gr.skip()}]
+

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, SlowLM, _free_port, write_y4m
-from tests.browser.pages import screenshot, toasts, wait_until
+from tests.browser.pages import screenshot, toasts, wait_toast, wait_until
 from tests.installed import skip_missing
 
 pytestmark = pytest.mark.browser
@@ -115,6 +115,31 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         screenshot(page, "voice-tab")
     finally:
         context.close()
+
+
+def test_push_to_talk_that_hears_nothing_says_so_and_keeps_the_status_line(browser, voice_server, tmp_path):
+    """A recording of silence: a warning says no speech was heard, and the status line still tells what to do (it
+    was emptied: the step that speaks the rest had nothing to show, and Gradio 6 clears the outputs of a
+    generator that yields nothing)."""
+    from fastvlm.speech.audio import write_wav
+
+    silence = tmp_path / "silence.wav"
+    write_wav(silence, 16_000, np.zeros(16_000 * 4, np.int16))
+    quiet = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True,
+                                        args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={silence}"])
+    context, page = open_voice_tab(quiet, voice_server)
+    try:
+        status = page.locator("#voice-status")
+        before = status.inner_text()
+        page.locator("#voice-ptt .record-button").click()
+        page.wait_for_timeout(1500)
+        page.locator("#voice-ptt .stop-button").first.click()
+        wait_toast(page, "No speech heard", 30)
+        page.wait_for_timeout(2000)  # the turn's last step (speaking the rest) has run by now
+        assert status.inner_text().strip() == before.strip(), f"status line now {status.inner_text()!r}"
+    finally:
+        context.close()
+        quiet.close()
 
 
 def test_the_voice_line_reaches_the_persons_replica_through_the_proxy(voice_browser, tiny_models, tmp_path):

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, SlowLM, _free_port, write_y4m
+from fastvlm.bench.browser.serve import another_chromium
+from tests.browser.conftest import SlowLM, _free_port, write_y4m
 from tests.browser.pages import screenshot, toasts, wait_toast, wait_until
 from tests.installed import skip_missing
 
@@ -39,9 +40,7 @@ def voice_browser(browser, tmp_path_factory):
     """A second Chromium (same Playwright) whose fake microphone plays the question: the session's browser has
     no audio file, and Chromium takes it only at launch."""
     folder = tmp_path_factory.mktemp("voice")
-    wav, clip = write_question(folder / "question.wav"), write_y4m(folder / "camera.y4m")
-    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={clip}", f"--use-file-for-fake-audio-capture={wav}"]
-    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+    chromium = another_chromium(browser, write_y4m(folder / "camera.y4m"), write_question(folder / "question.wav"))
     yield chromium
     chromium.close()
 
@@ -125,8 +124,7 @@ def test_push_to_talk_that_hears_nothing_says_so_and_keeps_the_status_line(brows
 
     silence = tmp_path / "silence.wav"
     write_wav(silence, 16_000, np.zeros(16_000 * 4, np.int16))
-    quiet = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True,
-                                        args=[*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={silence}"])
+    quiet = another_chromium(browser, write_y4m(tmp_path / "camera.y4m"), silence)
     context, page = open_voice_tab(quiet, voice_server)
     try:
         status = page.locator("#voice-status")
@@ -182,9 +180,7 @@ def barge_browser(browser, tmp_path_factory):
     find_backend().write(SECOND, "en-us", 160, backend_wav)
     _, b = read_wav(backend_wav)
     write_wav(folder / "both.wav", rate, np.concatenate([a, b, np.zeros(rate * 8, np.int16)]))
-    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-video-capture={write_y4m(folder / 'camera.y4m')}",
-            f"--use-file-for-fake-audio-capture={folder / 'both.wav'}"]
-    chromium = browser.browser_type.launch(executable_path=str(CHROMIUM), headless=True, args=args)
+    chromium = another_chromium(browser, write_y4m(folder / "camera.y4m"), folder / "both.wav")
     yield chromium
     chromium.close()
 

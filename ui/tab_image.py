@@ -83,9 +83,11 @@ def metrics_text(part: Partial) -> str:
 
 # -- handlers (plain functions: the tests call them with a fake engine) ------------------------------------
 def new_conversation(session: ImageSession, image: str | None = None) -> tuple[list, str]:
-    """A new upload, a cleared image box or "New conversation": the chat starts over, and the answer running or
-    still in line for the old conversation is withdrawn (as by Stop), so the next Submit gets in at once."""
-    session.turnstile.release()
+    """A new upload (`image`), a cleared image box or "New conversation": the chat starts over, and the answer
+    running or still in line for the old conversation is withdrawn (as by Stop), so the next Submit gets in at
+    once. A question already let in about the new image (its Submit beat the upload's event) goes on."""
+    if image is None or session.turnstile.subject != image:
+        session.turnstile.release()
     session.restart(image if image is not None else session.image)
     return [], readout_html("", "metrics")
 
@@ -187,7 +189,7 @@ def build_image_tab(engine: Backend, settings: AppSettings) -> gr.Radio:
                       session, api_name="ask_image")
     restarts = {"api_visibility": "private", "cancels": [run], **INSTANT}  # the old conversation's answer stops
     for changed in (image.upload, image.clear):  # the session is reset before the new image is even read
-        changed(new_conversation, session, [chat, metrics], show_progress="hidden", **restarts).then(
+        changed(new_conversation, [session, image], [chat, metrics], show_progress="hidden", **restarts).then(
             prepare_upload, [image, resolution], None, show_progress="hidden", concurrency_id="prepare",
             concurrency_limit=None, api_name="prepare_image")
     chat.clear(new_conversation, session, [chat, metrics], **restarts)

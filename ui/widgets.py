@@ -149,9 +149,13 @@ class Turnstile:
     subject: Any = None  # what the admitted question is about (the Image tab's image)
 
     def enter(self, subject: Any = None) -> None:
-        """Called by the instant guard on Submit: a second click while answering is refused in the page."""
-        if self.active:
+        """Called by the instant guard on Submit: a second click while answering is refused in the page. A
+        question about another subject (the image was replaced; its Submit may reach the server before the
+        upload's own event) withdraws the answer running or in line instead."""
+        if self.active and subject == self.subject:
             raise gr.Error(STILL_ANSWERING, title="Busy", print_exception=False)
+        if self.active:
+            self.release()
         self.issued += 1
         self.active = self.issued
         self.token = CancelToken()

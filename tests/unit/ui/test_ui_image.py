@@ -148,6 +148,23 @@ def test_a_new_image_withdraws_the_question_still_waiting_for_the_old_one(photo,
     assert engine.requests[-1].image == str(other)
 
 
+def test_a_submit_that_beats_the_uploads_own_event_is_not_refused_or_withdrawn(photo, tmp_path):
+    """The new image's Submit can reach the server before the upload's event: the question about the new image
+    withdraws the one about the old image, and the upload's event that follows leaves it running."""
+    engine, session = make_engine(), ImageSession()
+    guard(session, photo)  # a question about the old image, in line
+    old_token = session.turnstile.token
+    other = tmp_path / "other.png"
+    Image.new("RGB", (40, 40), (0, 0, 255)).save(other)
+    guard(session, str(other))  # not "Still answering": the image was replaced
+    new_token = session.turnstile.token
+    new_conversation(session, str(other))  # the upload's own event, late
+    assert old_token.cancelled and not new_token.cancelled and session.turnstile.active
+    assert list(ask(engine, session, photo, "old?", 128, 64, every_s=0)) == [(gr.skip(),) * 3]
+    chat = list(ask(engine, session, str(other), "new?", 128, 64, every_s=0))[-1][0]
+    assert [m["content"] for m in chat] == ["new?", "A red square."] and engine.requests[-1].image == str(other)
+
+
 def test_stop_mid_answer_frees_the_engine_keeps_the_partial_turn_and_lets_the_next_ask_start(photo):
     engine, session = make_engine(b"y" * 400, delay=0.005), ImageSession()
     guard(session, photo)

@@ -63,7 +63,7 @@ class RawBaseline:
     def _decode(self, **kw) -> None:
         batch = self._batch(**kw)
         try:
-            if self._ll.llama_decode(self.lm._ctx, batch) != 0:
+            if self.lm.compute.run(self._ll.llama_decode, self.lm._ctx, batch) != 0:  # the engine's thread
                 raise RuntimeError("llama_decode failed in the raw baseline")
         finally:
             self._ll.llama_batch_free(batch)

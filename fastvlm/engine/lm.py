@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from .cancel import NativeFlag
+from .compute import ComputeThread
 from .config import EngineConfig, GenerationOptions
 from .events import ModelFileError, StopReason
 from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, identities
@@ -113,6 +114,7 @@ class LlamaLM:
         self._held: list = []  # identities of the positions in the KV cache, in order
         self._snapshots = SnapshotStore(config.kv_snapshots if config.kv_reuse else 0)  # no reuse: none kept
         self._buf = ctypes.create_string_buffer(256)
+        self.compute = ComputeThread()  # every llama_decode on one thread: one OpenMP team (engine/compute.py)
         self.name = self._meta("general.name") or Path(config.llm_path).stem
         self.cpu_variant = cpu_variant()  # which llama.cpp CPU backend runs (haswell, zen4, ... or built-in)
         ids = self.tokenize(IM_END, special=True)
@@ -245,7 +247,7 @@ class LlamaLM:
             batch.logits[i] = 0
         batch.logits[n - 1] = int(logits)
         batch.n_tokens = n
-        rc = self._ll.llama_decode(self._ctx, batch)
+        rc = self.compute.run(self._ll.llama_decode, self._ctx, batch)
         if rc == ABORTED:
             if not self._ll.llama_memory_seq_rm(self._mem, 0, len(self._held), -1):  # what the stopped call wrote
                 self.reset()
@@ -298,6 +300,7 @@ class LlamaLM:
     def close(self) -> None:
         if self._ctx is None:
             return
+        self.compute.close()
         self._ll.llama_batch_free(self._tok_batch)
         self._ll.llama_batch_free(self._emb_batch)
         self._ll.llama_free(self._ctx)

@@ -19,7 +19,8 @@ Stages (medians over the kept runs):
   sentence   first token -> the first spoken piece complete: a phrase or a sentence (`--first-phrase-words`,
              as the app). Random weights never end either: the piece is cut at `--sentence-tokens`, by default
              the token at which the app's chunker releases it on `REFERENCE_ANSWER` (5: "You are holding")
-  TTS        synthesizing the first sentence
+  TTS        synthesizing the first sentence; a piece cut at that default is spoken as the reference's words
+             (random weights say "w75540 w75540 ...", which eSpeak NG reads out as numbers: 30-50 ms, not 2-3)
   total      true end of speech -> the first sentence's audio file is ready to play and the turn is over
 """
 
@@ -206,7 +207,7 @@ def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:
     from ..speech import SentenceChunker
 
     chunker, text, tokens, spoken = SentenceChunker(first_phrase_words=args.first_phrase_words), "", 0, {}
-    cap = args.sentence_tokens or first_piece_tokens(args.first_phrase_words)
+    cap, said = (args.sentence_tokens, None) if args.sentence_tokens else first_piece(args.first_phrase_words)
     t_first = t_sentence = None
     worker = None
     request = Request(frame, question, options=GenerationOptions(max_new_tokens=args.max_tokens), resolution=size)
@@ -220,7 +221,8 @@ def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:
             sentences = chunker.feed(event.text)
             if worker is None and (sentences or tokens >= cap):
                 t_sentence = time.perf_counter()
-                worker = threading.Thread(target=_speak, args=(speaker, sentences[0] if sentences else text, spoken))
+                piece = sentences[0] if sentences else said or text
+                worker = threading.Thread(target=_speak, args=(speaker, piece, spoken))
                 worker.start()
         elif isinstance(event, Done):
             stats = event.stats
@@ -247,13 +249,18 @@ def _speak(speaker, sentence: str, out: dict) -> None:
 def first_piece_tokens(first_phrase_words: int) -> int:
     """The token at which the app's chunker releases `REFERENCE_ANSWER`'s first spoken piece: 8 for the whole
     sentence (" It" shows that the period ends it), 5 with phrases ("You are holding" once " a" is complete)."""
+    return first_piece(first_phrase_words)[0]
+
+
+def first_piece(first_phrase_words: int) -> tuple[int, str]:
+    """(`first_piece_tokens`, the words of that piece)."""
     from ..speech import SentenceChunker
 
     chunker = SentenceChunker(first_phrase_words=first_phrase_words)
     for n, token in enumerate(REFERENCE_ANSWER, 1):
-        if chunker.feed(token):
-            return n
-    return len(REFERENCE_ANSWER)
+        if pieces := chunker.feed(token):
+            return n, pieces[0]
+    return len(REFERENCE_ANSWER), "".join(REFERENCE_ANSWER).strip()
 
 
 def _wait_quiet(max_load: float, wait_s: float) -> float:

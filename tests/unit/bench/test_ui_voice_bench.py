@@ -60,3 +60,19 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
         assert r["total_s"] >= r["vad_tail_s"] + (0 if r["preemptive"] else r["ttft_s"])
     out = capsys.readouterr().out
     assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out
+
+
+def test_a_first_piece_cut_at_the_reference_token_is_spoken_as_the_reference_words(tmp_path):
+    """Random weights never end a phrase: the piece is cut where the chunker releases the reference answer's, and
+    those words are spoken ("w75540 w75540 ..." read out as numbers costs eSpeak NG 10x more than a real piece)."""
+    from tests.unit.ui.test_ui_voice import FRAME
+
+    script = b" w75540" * 12
+    reference = argparse.Namespace(first_phrase_words=3, sentence_tokens=0, max_tokens=12)
+    speaker = FakeSpeaker(tmp_path)
+    voice._answer(make_engine(script), speaker, "What am I holding?", FRAME, 128, reference)
+    assert speaker.texts == ["You are holding"]
+    own = argparse.Namespace(first_phrase_words=3, sentence_tokens=3, max_tokens=12)  # a cut asked for: its own words
+    speaker = FakeSpeaker(tmp_path)
+    voice._answer(make_engine(script), speaker, "What am I holding?", FRAME, 128, own)
+    assert speaker.texts == [" w7"]  # the fake model's first three tokens (one byte each)

@@ -6,7 +6,7 @@ calling thread, and libgomp keeps that team for as long as the thread lives. The
 thread), so their teams soon outnumber the cores. libgomp then stops spinning at its barriers (100 spins
 instead of 300 000) and sleeps and wakes its threads at every barrier of the graph instead. Measured on
 2 cores (docs/performance.md): ~110 000 context switches against ~700 for the same 256 tokens, and the app's
-answers decoded 17-20 tok/s against 24 from one thread. `ComputeThread` hands each such call to one thread
+answers decoded 15-20 tok/s against 24-25 from one thread. `ComputeThread` hands each such call to one thread
 of its own, so only one team ever exists.
 """
 

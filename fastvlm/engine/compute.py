@@ -25,17 +25,16 @@ class ComputeThread:
     The thread starts on the first call; calls from several threads run one after another."""
 
     def __init__(self, name: str = "llama-compute") -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._ident: int | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name, initializer=self._started)
 
     def run(self, fn: Callable[..., T], *args) -> T:
         if threading.get_ident() == self._ident:  # already on it: a queued call would wait for itself
             return fn(*args)
-        return self._pool.submit(self._call, fn, args).result()
+        return self._pool.submit(fn, *args).result()
 
-    def _call(self, fn: Callable[..., T], args: tuple) -> T:
+    def _started(self) -> None:
         self._ident = threading.get_ident()
-        return fn(*args)
 
     def close(self) -> None:
         """Wait for the call in flight, then end the thread."""

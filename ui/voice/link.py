@@ -108,10 +108,12 @@ class VoiceLink:
                 return BAD_FRAME
             self.session.sounding(turn, time.monotonic() if now is None else now)
             return None
-        return self.hello(message) if kind == "hello" else BAD_FRAME
+        return self.hello(message)
 
     def hello(self, message: dict) -> tuple[int, str] | None:
         """The page's hello says its capture rate; None when it is acceptable, else why the line closes."""
+        if message.get("type", "hello") != "hello":
+            return BAD_FRAME
         try:
             rate = int(message.get("rate", 16_000))
         except (ValueError, TypeError):
@@ -249,7 +251,7 @@ class VoiceLinks:
                 loop, out = asyncio.get_running_loop(), asyncio.Queue()
                 post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
                 link = VoiceLink(session, self.settings, post, self.prepare)
-                refused = link.told(hello)
+                refused = link.hello(hello)
             if refused is None:
                 old, self._open[token] = self._open.get(token), link
         if refused is not None:
@@ -289,18 +291,18 @@ class VoiceLinks:
         await websocket.close(*REPLACED)
 
 
-async def _hello(websocket: WebSocket) -> tuple[str | None, str]:
-    """The page's first message: (its token, the message), or (None, "") when it is not a hello with a token."""
+async def _hello(websocket: WebSocket) -> tuple[str | None, dict]:
+    """The page's first message: (its token, the message), or (None, {}) when it is not a hello with a token."""
     try:
-        message = await asyncio.wait_for(websocket.receive(), HELLO_S)
+        received = await asyncio.wait_for(websocket.receive(), HELLO_S)
     except asyncio.TimeoutError:
-        return None, ""
-    text = message.get("text") or ""
+        return None, {}
     try:
-        token = json.loads(text).get("token")
+        message = json.loads(received.get("text") or "")
+        token = message.get("token")
     except (ValueError, AttributeError):
-        return None, ""
-    return (token, text) if isinstance(token, str) and token else (None, "")
+        return None, {}
+    return (token, message) if isinstance(token, str) and token else (None, {})
 
 
 async def _write(websocket: WebSocket, out: asyncio.Queue) -> None:

@@ -104,7 +104,10 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         assert line["state"] == "on" and line["rate"] == 16000 and line["frames"] > 0 and not line["dropped"], line
         assert page.locator("#voice-speaker audio").evaluate_all("els => els.every(a => !(a.currentSrc || a.src))"), \
             "a sentence went to Gradio's player instead of the line"
-        engine_line = page.locator("#voice-engine").inner_text()
+        # the sentence goes over the line the moment it is spoken; its page update (the voice that spoke) comes
+        # with the answer's next update, up to voice_update_s later
+        engine_line = wait_until(lambda: page.locator("#voice-engine").inner_text().strip(), 10,
+                                 what="the voice that spoke the answer")
         assert "espeak-ng" in engine_line or "edge-tts" in engine_line, engine_line
         readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
                              what="the readout's first sound")

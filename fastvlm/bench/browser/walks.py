@@ -13,7 +13,7 @@ from . import page as pg
 log = logging.getLogger(__name__)
 CHAT_ANSWER = "#image-chat [data-testid=bot]"
 FINAL = re.compile(r"· \d+ tokens")
-SNAPSHOT_DONE = re.compile(r"TTFT (\d+ ms|[\d.]+ s) · total \d")
+SNAPSHOT_DONE = re.compile(pg.IMAGE_TTFT.pattern + r" · total \d")  # a finished answer's snapshot readout
 
 
 def _image_answer(page) -> dict:
@@ -73,8 +73,8 @@ def snapshot(page, delay_s: float) -> dict:
 
 
 def _final_readout(page, timeout_s: float = 60.0) -> re.Match:
-    """The snapshot readout once it shows both the TTFT and the total ('TTFT 80 ms · total 0.2 s'). Read in one
-    step: waiting for 'total' and then reading the text again once found a readout without a TTFT (CI, once)."""
+    """The snapshot readout once it shows both the TTFT and the total ('TTFT 80 ms · total 0.2 s'), matched on the
+    same text it is read from (waiting for 'total', then reading again, once read a readout without a TTFT)."""
     until = time.time() + timeout_s
     while True:
         text = page.locator("#snapshot-ttft").inner_text()

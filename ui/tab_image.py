@@ -45,10 +45,27 @@ class ImageSession:
     image: str | None = None  # the conversation's image: a path in Gradio's upload cache
     history: list[Turn] = field(default_factory=list)
     conversation: int = 0  # bumped by a new image or "New conversation"; late answers of older ones are dropped
+    shown: tuple[int, Turn] | None = None  # the answer on screen: its turnstile ticket and its turn so far
+    settled: int = 0  # answers with tickets up to this one are in the history: what they show late is ignored
 
     def restart(self, image: str | None) -> None:
-        self.image, self.history = image, []
+        self.image, self.history, self.shown = image, [], None
         self.conversation += 1
+
+    def show(self, conversation: int, ticket: int, turn: Turn) -> None:
+        """The answer with `ticket` now shows `turn`, unless a new conversation or `settle` came first. (Ticket 0:
+        asked through the API, which has no guard, so no next question is let in while it winds down.)"""
+        if conversation == self.conversation and (ticket > self.settled or ticket == 0):
+            self.shown = (ticket, turn)
+
+    def settle(self, ticket: int | None = None) -> None:
+        """Put the answer on screen (the one with `ticket`, or whichever) in the history as shown, so Stop keeps
+        what was read. Called as it ends and as the next question is let in: a stopped answer may still be
+        winding down then, and the next question must be asked after it."""
+        shown = self.shown
+        if shown is not None and ticket in (None, shown[0]):
+            self.settled, self.shown = max(self.settled, shown[0]), None
+            self.history.append(shown[1])
 
 
 def resolution_choices(configured: int, served: list[int] | None = None) -> list[tuple[str, int]]:
@@ -116,6 +133,7 @@ def guard(session: ImageSession, image: str | None, *_) -> None:
     if image is None:
         raise gr.Error(NO_IMAGE, title="No image", print_exception=False)
     session.turnstile.enter(image)
+    session.settle()  # the answer just stopped, if it is still winding down
 
 
 def ask(engine: Backend, session: ImageSession, image: str | None, question: str, resolution: int,
@@ -138,16 +156,15 @@ def ask(engine: Backend, session: ImageSession, image: str | None, question: str
         yield messages(history, (q, "")), readout_html(metrics_text(part), "metrics"), ""
         try:
             for part in follow(engine.stream(request, cancel=session.turnstile.token), every_s):
+                session.show(conversation, ticket, Turn(q, part.text))
                 yield messages(history, (q, part.text)), readout_html(metrics_text(part), "metrics"), gr.skip()
         except gr.Error:
             yield messages(history), readout_html("", "metrics"), q
             raise
         except Exception as e:
             raise fail(e) from e
-        finally:  # also on Stop: keep what was shown, unless a newer conversation or answer took over
-            current = session.conversation == conversation and session.turnstile.active in (0, ticket)
-            if current and (part.text or part.stats):
-                session.history.append(Turn(q, part.text))
+        finally:  # also on Stop: keep what was shown (unless the next question or a new conversation took over)
+            session.settle(ticket)
     finally:
         session.turnstile.leave(ticket)
 

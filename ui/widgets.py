@@ -181,10 +181,14 @@ class Turnstile:
 def wire_answer(triggers: Sequence, guard: Callable, answer: Callable, inputs: list, outputs: list,
                 stop: gr.Button, state: gr.State, api_name: str):
     """triggers -> `guard` (instant, never waits; refuses with gr.Error) -> `answer` (one answer at a time across
-    the app, so waiting people see their place in line). `stop` cancels the answer and frees the engine."""
+    the app, so waiting people see their place in line). `stop` cancels the answer and frees the engine.
+
+    The guard, not the page, decides whether a question gets in: `answer` takes trigger_mode="multiple", since
+    Gradio's default ("once") makes the page silently drop it while the answer just stopped (Stop, a new image)
+    is still winding down, leaving the admitted question unanswered and the person's turn held."""
     run = gr.on(triggers, guard, inputs, None, show_progress="hidden", api_visibility="private", **INSTANT).success(
         answer, inputs, outputs, concurrency_id="engine", concurrency_limit=1, show_progress="minimal",
-        api_name=api_name)
+        trigger_mode="multiple", api_name=api_name)
     stop.click(_release, state, None, cancels=[run], queue=False, show_progress="hidden", api_visibility="private")
     return run
 

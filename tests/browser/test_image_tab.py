@@ -100,6 +100,24 @@ def test_stop_mid_answer_frees_the_engine_and_the_next_question_starts_at_once(n
     page.locator("#image-stop").click()
 
 
+def test_a_question_asked_while_the_stopped_answer_winds_down_is_answered(new_page, app_server, sample_images):
+    """Stop, then Submit at once, while the stopped answer still finishes its token (0.6 s each here): the page
+    must send the new question (not drop it silently: the old answer is still pending there), and the stopped
+    turn stays in the chat before it."""
+    app_server.lm.delay, app_server.lm.endless = 0.6, True
+    page = new_page()
+    upload(page, sample_images[0])
+    ask(page, "Tell me everything.")
+    stopped = wait_until(lambda: "".join(chat(page, "bot")), what="the first answer to start")
+    page.locator("#image-stop").click()
+    ask(page, "Now something else?")
+    wait_until(lambda: len(chat(page, "bot")) == 2 and chat(page, "bot")[1].strip(), 8,
+               what="the question asked right after Stop to be answered")
+    assert chat(page, "user") == ["Tell me everything.", "Now something else?"]
+    assert chat(page, "bot")[0].startswith(stopped)
+    page.locator("#image-stop").click()
+
+
 def test_a_new_image_mid_answer_stops_it_and_the_next_question_gets_in(new_page, app_server, sample_images):
     """Replacing the image starts a new conversation: the old answer stops (not 'Still answering' on the next
     Submit), and it does not come back into the new chat."""

@@ -178,6 +178,23 @@ def test_stop_mid_answer_frees_the_engine_keeps_the_partial_turn_and_lets_the_ne
     assert run(engine, session, photo, "next?")[-1][0][-1]["content"] == "y" * 64
 
 
+def test_a_question_let_in_while_the_stopped_answer_winds_down_follows_it(photo):
+    """Stop, then the next Submit before the stopped answer has ended (its token was on its way): the stopped
+    turn stays in the chat, once, and the next question is asked after it."""
+    engine, session = make_engine(b"y" * 400, delay=0.005), ImageSession()
+    guard(session, photo)
+    answer = ask(engine, session, photo, "long?", 128, 400, every_s=0)
+    shown = [next(answer) for _ in range(6)][-1][0][-1]["content"]
+    session.turnstile.release()  # Stop
+    guard(session, photo, "next?")  # the next Submit, let in while the old answer still holds the engine
+    assert session.history == [Turn("long?", shown)]
+    next(answer)  # the token on its way comes too late for the chat
+    answer.close()
+    chat = list(ask(engine, session, photo, "next?", 128, 64, every_s=0))[-1][0]
+    assert [m["content"] for m in chat] == ["long?", shown, "next?", "y" * 64]
+    assert engine.requests[-1].history == (Turn("long?", shown),) and len(session.history) == 2
+
+
 def test_two_sessions_streaming_at_once_never_see_each_others_answers(photo, tmp_path):
     engine = make_engine(b"same words", delay=0.001)
     sessions = [ImageSession(), ImageSession()]

@@ -18,12 +18,12 @@ from fastvlm.bench.browser.serve import CHROMIUM, CHROMIUM_ARGS
 
 # -- a slowed engine -----------------------------------------------------------------------------------------
 class SlowLM:
-    """Wraps the tiny language model: each token sleeps `delay`; `endless` ignores end tokens, so every answer
-    runs to max_new_tokens. Records when generations run, to prove that none ever overlap."""
+    """Wraps the tiny language model: each token sleeps `delay`, each prefill `prefill_delay`; `endless` ignores
+    end tokens, so every answer runs to max_new_tokens. Records when generations run, to prove that none ever overlap."""
 
     def __init__(self, lm):
         self._lm = lm
-        self.delay, self.endless = 0.0, False
+        self.delay, self.endless, self.prefill_delay = 0.0, False, 0.0
         self.spans: list[tuple[float, float, int]] = []  # (start, end, tokens) of each generation
         self.active = self.max_active = 0
         self._lock = threading.Lock()
@@ -48,11 +48,15 @@ class SlowLM:
                 self.active -= 1
                 self.spans.append((start, time.monotonic(), n))
 
+    def prefill(self, parts, should_stop=None, logits=True):
+        time.sleep(self.prefill_delay)  # a slow image: its prepare holds the engine this long
+        return self._lm.prefill(parts, should_stop, logits)
+
     def stop_reason(self, token):
         return None if self.endless else self._lm.stop_reason(token)
 
     def reset_knobs(self) -> None:
-        self.delay, self.endless = 0.0, False
+        self.delay, self.endless, self.prefill_delay = 0.0, False, 0.0
 
 
 @dataclass

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from tests.browser.pages import (
+    FINAL_METRICS,
     ask,
     chat,
     close_toasts,
@@ -133,4 +134,21 @@ def test_a_new_image_mid_answer_stops_it_and_the_next_question_gets_in(new_page,
     assert "Still answering" not in " ".join(page.locator(".toast-body").all_inner_texts())
     assert app_server.lm.spans[-1][2] < 20, f"{app_server.lm.spans[-1][2]} tokens: the old answer ran on"
     page.locator("#image-stop").click()
+
+
+def test_an_image_replaced_while_the_first_is_prepared_is_prepared_too(new_page, app_server, sample_images):
+    """The second upload's prepare is asked for while the first's still holds the engine: the page must not drop
+    it (its question would then pay the whole encode and prefill after Submit)."""
+    app_server.lm.prefill_delay = 1.5
+    page = new_page()
+    upload(page, sample_images[0])
+    wait_until(lambda: app_server.engine.busy, 5, every=0.01, what="the first image's prepare")
+    upload(page, sample_images[1])
+    wait_until(lambda: not app_server.engine.busy, 5, every=0.01, what="the first prepare to end")
+    wait_until(lambda: app_server.engine.busy, 5, every=0.01, what="the replacing image's prepare to start")
+    wait_until(lambda: not app_server.engine.busy, 5, what="the second prepare to end")
+    app_server.lm.prefill_delay = 0.0
+    ask(page, "And this one?")
+    final = wait_until(lambda: FINAL_METRICS.search(metrics(page)), what="the answer's final metrics")
+    assert final.group(1) == "cached", f"the replacing image was not prepared: {metrics(page)!r}"
 

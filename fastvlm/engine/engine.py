@@ -23,12 +23,12 @@ from . import plan as planner
 from . import preprocess
 from .cancel import CancelToken
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
+from .describe import loaded
 from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, StopReason, TextDelta, collect
 from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
 from .textstream import StopMatcher, Utf8Stream
 from .vision import EncodeCancelled, VisionEncoder
-from .vision_runtimes import precision_words
 
 log = logging.getLogger(__name__)
 
@@ -94,24 +94,7 @@ class Engine:
 
     def describe(self) -> dict:
         """What is loaded, for a UI header or a /health endpoint."""
-        name = getattr(self.lm, "name", "")
-        return {
-            "model": name,
-            "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
-            "vision": str(self.config.vision_path),
-            "vision_runtime": " ".join([type(self.vision).__name__, getattr(self.vision, "precision", "")]).strip(),
-            "vision_precision": precision_words(getattr(self.vision, "precision", "f32"), asked=self.config.vision_precision,
-                                                runtime=getattr(self.vision, "runtime", "")),
-            "llm": str(self.config.llm_path),
-            "resolution": self.resolution,
-            "resolutions": list(self.resolutions()),
-            "sources": dict(self.config.sources),
-            "threads": self.config.threads,
-            "n_ctx": self.lm.n_ctx,
-            "llama_cpu": getattr(self.lm, "cpu_variant", ""),  # llama.cpp's CPU backend (a portable build's variant)
-            "llama_notice": self.config.llama_notice,  # e.g. AMX off on this CPU, and the fix; empty when all is well
-            "busy": self.busy,
-        }
+        return loaded(self)
 
     @property
     def busy(self) -> bool:

@@ -1,0 +1,27 @@
+"""What an engine has loaded, as the UI header, `/health` and `doctor` show it."""
+
+from __future__ import annotations
+
+from .vision_runtimes import precision_words
+
+
+def loaded(engine) -> dict:
+    """`Engine.describe()`: the model files, runtimes, sizes and state of `engine`."""
+    name = getattr(engine.lm, "name", "")
+    return {
+        "model": name,
+        "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
+        "vision": str(engine.config.vision_path),
+        "vision_runtime": " ".join([type(engine.vision).__name__, getattr(engine.vision, "precision", "")]).strip(),
+        "vision_precision": precision_words(getattr(engine.vision, "precision", "f32"), asked=engine.config.vision_precision,
+                                            runtime=getattr(engine.vision, "runtime", "")),
+        "llm": str(engine.config.llm_path),
+        "resolution": engine.resolution,
+        "resolutions": list(engine.resolutions()),
+        "sources": dict(engine.config.sources),
+        "threads": engine.config.threads,
+        "n_ctx": engine.lm.n_ctx,
+        "llama_cpu": getattr(engine.lm, "cpu_variant", ""),  # llama.cpp's CPU backend (a portable build's variant)
+        "llama_notice": engine.config.llama_notice,  # e.g. AMX off on this CPU, and the fix; empty when all is well
+        "busy": engine.busy,
+    }

@@ -206,10 +206,11 @@ def build_image_tab(engine: Backend, settings: AppSettings) -> gr.Radio:
                       session, api_name="ask_image")
     restarts = {"api_visibility": "private", "cancels": [run], **INSTANT}  # the old conversation's answer stops
     for changed in (image.upload, image.clear):  # the session is reset before the new image is even read
-        # always_last: an image replaced while the last one is prepared is prepared after it ("once" dropped it)
+        # "multiple": an image replaced while the last one is prepared is sent at once and takes over from it in
+        # the engine (Gradio's default, "once", dropped it while the last one's prepare was still pending)
         changed(new_conversation, [session, image], [chat, metrics], show_progress="hidden", **restarts).then(
             prepare_upload, [image, resolution], None, show_progress="hidden", concurrency_id="prepare",
-            concurrency_limit=None, trigger_mode="always_last", api_name="prepare_image")
+            concurrency_limit=None, trigger_mode="multiple", api_name="prepare_image")
     chat.clear(new_conversation, session, [chat, metrics], **restarts)
     restart.click(new_conversation, session, [chat, metrics], **restarts)
     return resolution

@@ -3,7 +3,8 @@
 Single flight: one inference at a time across all threads. `stream()` waits for its turn
 (or raises `Busy` at once with `wait=0`), `prepare()` only runs when the engine is idle
 and gives way to a real request within one prefill chunk, unless that request is for the
-image being prepared (then it waits for the prefill it needs). The engine keeps no per-user
+image being prepared (then it waits for the prefill it needs); a prepare for a newer image
+takes over from the one running (a photo retaken, an upload replaced). The engine keeps no per-user
 state; image embeddings and KV snapshots are caches keyed by content.
 """
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 OFFERED_RESOLUTIONS = (TRAINED_RESOLUTION, FAST_RESOLUTION)
 QUEUE_POLL_S = 0.05  # a request waiting for its turn looks at its cancel token this often
+PREPARE_WAIT_S = 10.0  # the longest a newer prepare waits for the one it replaces to give way
 
 
 class Engine:
@@ -44,6 +46,7 @@ class Engine:
         self._guard = threading.Lock()
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
+        self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
         # Recent answers' exact token ids: a follow-up's history then re-uses the generated tokens
         # (re-tokenizing the text may split it differently and miss the KV cache).
@@ -134,6 +137,20 @@ class Engine:
     def _preempted(self) -> bool:
         return self._waiting > 0
 
+    def _acquire_for_prepare(self, mine: int) -> bool:
+        """The lock for prepare number `mine`, once the prepare running (if any) gave way, within PREPARE_WAIT_S;
+        never while an answer holds it or waits, nor once a newer prepare was asked for."""
+        deadline = time.monotonic() + PREPARE_WAIT_S
+        while not self._waiting and self._prepares == mine:
+            if self._lock.acquire(timeout=QUEUE_POLL_S):
+                ok = not self._waiting and self._prepares == mine  # an answer or a newer prepare came meanwhile
+                if not ok:
+                    self._lock.release()
+                return ok
+            if self._preparing is None or time.monotonic() > deadline:  # an answer holds the engine
+                return False
+        return False
+
     # -- requests -------------------------------------------------------------
     def stream(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Iterator[Event]:
         """Events for one request. `wait`: seconds to wait for the engine (None: as long as it takes,
@@ -155,16 +172,26 @@ class Engine:
         return collect(self.stream(request, wait, cancel))
 
     def prepare(self, image, resolution: int | None = None) -> bool:
-        """Encode `image` and prefill system prompt + image while idle. False if busy or preempted."""
-        if self._waiting or not self._lock.acquire(blocking=False):
+        """Encode `image` and prefill system prompt + image while idle. False if an answer runs or waits, or a
+        newer prepare took its place: the newest image is the one about to be asked about, so a prepare for
+        another image stops the running one within a chunk (or after its encode) and runs next."""
+        with self._guard:
+            if preprocess.same_source(image, self._preparing):
+                return False  # already under way
+            self._prepares += 1
+            mine = self._prepares
+        if not self._acquire_for_prepare(mine):
             return False
+        def stale() -> bool:  # an answer waits, or a newer prepare was asked for
+            return self._preempted() or self._prepares != mine
+
         with self._guard:
             self._preparing = image
         try:
             img, _, _ = self._embed(image, resolution)
-            if self._preempted():
+            if stale():
                 return False
-            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize), should_stop=self._preempted, logits=False)
+            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize), should_stop=stale, logits=False)
             return True
         except Cancelled:
             return False

@@ -210,3 +210,8 @@ class Preprocessor:
 
     def __call__(self, source: ImageSource, size: int | None = None) -> np.ndarray:
         return to_pixels(self.load(source), size or self.size)
+
+
+def same_source(a, b) -> bool:
+    """The very image (an array from the camera) or the same file (a path from an upload)."""
+    return a is b or (isinstance(a, (str, bytes)) and type(a) is type(b) and a == b)

@@ -172,6 +172,56 @@ def test_a_question_about_the_frame_being_prepared_lets_that_prefill_finish(same
     assert engine.vision.calls == 1  # the embedding is shared either way
 
 
+def test_a_newer_prepare_stops_the_running_one_and_runs_next():
+    """A photo retaken (or an upload replaced) while the last one is prepared: the newest image is the one about
+    to be asked about, so its prepare takes over at the running one's next chunk instead of being skipped."""
+    lm = SlowPrefixLM(delay=0.3)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    first, newer = IMG, 255 - IMG
+    prepared = {}
+    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(first)))
+    worker.start()
+    assert lm.prefilling.wait(5)
+    t = time.monotonic()
+    assert engine.prepare(newer) is True
+    worker.join()
+    assert prepared["ok"] is False and time.monotonic() - t < 0.3 + 0.3 + 0.2  # one chunk, then its own prefill
+    assert engine.answer(Request(newer, "q")).stats.embedding_cached
+
+
+def test_a_prepare_for_the_file_being_prepared_leaves_that_one_running(tmp_path):
+    from PIL import Image as PILImage
+
+    path = tmp_path / "photo.png"
+    PILImage.fromarray(IMG).save(path)
+    lm = SlowPrefixLM(delay=0.3)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    prepared = {}
+    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(str(path))))
+    worker.start()
+    assert lm.prefilling.wait(5)
+    assert engine.prepare(str(path)) is False  # the same upload again (a new str): the running prepare covers it
+    worker.join()
+    assert prepared["ok"] is True
+
+
+def test_a_prepare_still_waiting_gives_way_to_a_newer_one():
+    lm = SlowPrefixLM(delay=0.3)
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    results = {}
+    runs = [threading.Thread(target=lambda k=k, image=image: results.update({k: engine.prepare(image)}))
+            for k, image in (("first", IMG), ("second", 255 - IMG))]
+    runs[0].start()
+    assert lm.prefilling.wait(5)
+    runs[1].start()
+    time.sleep(0.05)  # the second waits for the first to give way
+    results["third"] = engine.prepare(IMG // 2)
+    for run in runs:
+        run.join()
+    assert results == {"first": False, "second": False, "third": True}
+    assert engine.vision.calls == 2  # the second image was never encoded
+
+
 def test_prepare_does_nothing_while_busy():
     engine, _ = make(b"z" * 30, delay=0.01)
     s = engine.stream(Request(IMG, "q"))

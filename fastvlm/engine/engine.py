@@ -110,7 +110,7 @@ class Engine:
         only ends, costing no encode and no prefill). A request for the very image being prepared lets that
         prefill finish (it would only redo it: a camera frame prepared while the question is spoken)."""
         with self._guard:
-            preempts = image is None or image is not self._preparing
+            preempts = image is None or not preprocess.same_source(image, self._preparing)
             self._waiting += preempts
         try:
             got = self._acquire(wait, cancel)
@@ -182,6 +182,7 @@ class Engine:
             mine = self._prepares
         if not self._acquire_for_prepare(mine):
             return False
+
         def stale() -> bool:  # an answer waits, or a newer prepare was asked for
             return self._preempted() or self._prepares != mine
 

@@ -156,20 +156,31 @@ class SlowPrefixLM(FakeLM):
         return 0
 
 
-@pytest.mark.parametrize("same_frame", [True, False])
-def test_a_question_about_the_frame_being_prepared_lets_that_prefill_finish(same_frame):
+@pytest.mark.parametrize("asked", ["same frame", "another frame", "same file", "another file"])
+def test_a_question_about_the_image_being_prepared_lets_that_prefill_finish(asked, tmp_path):
     """Voice: the frame is prepared while the question is spoken; the answer asked before that prefill is done
-    waits for it (it would only redo it); a request for another image still stops the prepare."""
+    waits for it (it would only redo it); a request for another image still stops the prepare. The Image tab:
+    the same for an upload asked about at once (its path comes to the answer as another, equal string)."""
+    from PIL import Image as PILImage
+
+    path = str(tmp_path / "photo.png")
+    PILImage.fromarray(IMG).save(path)
     lm = SlowPrefixLM(delay=0.3)
     engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    other = str(tmp_path / "other.png")
+    PILImage.fromarray(255 - IMG).save(other)
+    prepared_image = path if asked.endswith("file") else IMG
+    image = {"same frame": IMG, "another frame": IMG.copy(), "same file": path[:1] + path[1:],
+             "another file": other}[asked]
     prepared = {}
-    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(IMG)))
+    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(prepared_image)))
     worker.start()
     assert lm.prefilling.wait(5)
-    engine.answer(Request(IMG if same_frame else IMG.copy(), "q"))
+    engine.answer(Request(image, "q"))
     worker.join()
-    assert prepared["ok"] is same_frame
-    assert engine.vision.calls == 1  # the embedding is shared either way
+    assert prepared["ok"] is asked.startswith("same")
+    if asked.endswith("frame"):
+        assert engine.vision.calls == 1  # the embedding is shared either way
 
 
 def test_a_newer_prepare_stops_the_running_one_and_runs_next():

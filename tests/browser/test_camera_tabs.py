@@ -58,3 +58,31 @@ def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page,
     assert counts(page) == stopped, f"the counter changed after Stop: {stopped} -> {counts(page)}"
     assert not app_server.engine.busy and lm.active == 0
     assert not [s for s in lm.spans if s[0] >= freed], "an answer started after Stop"
+
+
+def test_a_photo_retaken_while_the_last_is_prepared_is_prepared_instead(new_page, app_server, monkeypatch):
+    """Capture, then remove it and capture again while the first photo's prepare still holds the engine: the
+    retake's prepare takes over (not skipped), so Analyse finds its encoding ready."""
+    encoded = []
+    encode = app_server.engine.vision.encode
+    monkeypatch.setattr(app_server.engine.vision, "encode", lambda pixels: encoded.append(1) or encode(pixels))
+    app_server.lm.prefill_delay = 2.0
+    page = new_page()
+    page.get_by_role("tab", name="Camera snapshot").click()
+    open_camera(page, "#snapshot-camera")
+    page.locator("#snapshot-camera button[aria-label='capture photo']").click()
+    wait_until(lambda: app_server.engine.busy, 5, every=0.01, what="the first photo's prepare")
+    page.locator("#snapshot-camera button[aria-label='Remove Image']").click()
+    open_camera(page, "#snapshot-camera")  # the fake clip starts over: wait for another frame than the first
+    time.sleep(0.5)
+    page.locator("#snapshot-camera button[aria-label='capture photo']").click()
+    page.locator("#snapshot-camera img").first.wait_for()
+    assert app_server.engine.busy, "the first prepare ended before the retake: the test proves nothing"
+    for _ in range(2):  # idle, and still idle a moment later: not caught between the two prepares
+        wait_until(lambda: not app_server.engine.busy, 10, what="the prepares to end")
+        time.sleep(0.2)
+    assert len(encoded) == 2, f"{len(encoded)} photos encoded: the retake was not prepared"
+    app_server.lm.prefill_delay = 0.0
+    page.locator("#snapshot-analyse").click()
+    wait_until(lambda: READOUT.search(page.locator("#snapshot-ttft").inner_text()), what="the TTFT readout")
+    assert len(encoded) == 2, "Analyse encoded the retake again"

@@ -63,9 +63,12 @@ def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page,
 def test_a_photo_retaken_while_the_last_is_prepared_is_prepared_instead(new_page, app_server, monkeypatch):
     """Capture, then remove it and capture again while the first photo's prepare still holds the engine: the
     retake's prepare takes over (not skipped), so Analyse finds its encoding ready."""
-    encoded = []
+    from fastvlm.engine.kv import LRU
+
+    encoded = []  # vision encodes, counted; from an empty cache (earlier tests' frames are cached, the clip loops)
     encode = app_server.engine.vision.encode
     monkeypatch.setattr(app_server.engine.vision, "encode", lambda pixels: encoded.append(1) or encode(pixels))
+    monkeypatch.setattr(app_server.engine, "_embeddings", LRU(8))
     app_server.lm.prefill_delay = 2.0
     page = new_page()
     page.get_by_role("tab", name="Camera snapshot").click()
@@ -81,7 +84,7 @@ def test_a_photo_retaken_while_the_last_is_prepared_is_prepared_instead(new_page
     for _ in range(2):  # idle, and still idle a moment later: not caught between the two prepares
         wait_until(lambda: not app_server.engine.busy, 10, what="the prepares to end")
         time.sleep(0.2)
-    assert len(encoded) == 2, f"{len(encoded)} photos encoded: the retake was not prepared"
+    assert len(encoded) == 2, f"{len(encoded)} photos encoded before Analyse: the retake was not prepared"
     app_server.lm.prefill_delay = 0.0
     page.locator("#snapshot-analyse").click()
     wait_until(lambda: READOUT.search(page.locator("#snapshot-ttft").inner_text()), what="the TTFT readout")

@@ -140,13 +140,16 @@ class Engine:
     def _acquire_for_prepare(self, mine: int) -> bool:
         """The lock for prepare number `mine`, once the prepare running (if any) gave way, within PREPARE_WAIT_S;
         never while an answer holds it or waits, nor once a newer prepare was asked for."""
+        def wanted() -> bool:
+            return not self._waiting and self._prepares == mine
+
         deadline = time.monotonic() + PREPARE_WAIT_S
-        while not self._waiting and self._prepares == mine:
+        while wanted():
             if self._lock.acquire(timeout=QUEUE_POLL_S):
-                ok = not self._waiting and self._prepares == mine  # an answer or a newer prepare came meanwhile
-                if not ok:
-                    self._lock.release()
-                return ok
+                if wanted():  # no answer nor newer prepare came while it was taken
+                    return True
+                self._lock.release()
+                return False
             if self._preparing is None or time.monotonic() > deadline:  # an answer holds the engine
                 return False
         return False

@@ -29,6 +29,13 @@ def wait_until(predicate, timeout: float = 15.0, every: float = 0.05, what: str 
         time.sleep(every)
 
 
+def wait_settled(engine, timeout: float = 10.0) -> None:
+    """Until `engine` is idle, and still idle a moment later: not caught between two prepares in a row."""
+    for _ in range(2):
+        wait_until(lambda: not engine.busy, timeout, what="the engine to be idle")
+        time.sleep(0.2)
+
+
 def toasts(page) -> str:
     return " | ".join(page.locator(".toast-body").all_inner_texts())
 

@@ -8,7 +8,7 @@ import pytest
 
 from fastvlm.bench.browser.page import live_counts as counts
 from fastvlm.bench.browser.page import open_camera
-from tests.browser.pages import screenshot, wait_until
+from tests.browser.pages import screenshot, wait_settled, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -81,9 +81,7 @@ def test_a_photo_retaken_while_the_last_is_prepared_is_prepared_instead(new_page
     page.locator("#snapshot-camera button[aria-label='capture photo']").click()
     page.locator("#snapshot-camera img").first.wait_for()
     assert app_server.engine.busy, "the first prepare ended before the retake: the test proves nothing"
-    for _ in range(2):  # idle, and still idle a moment later: not caught between the two prepares
-        wait_until(lambda: not app_server.engine.busy, 10, what="the prepares to end")
-        time.sleep(0.2)
+    wait_settled(app_server.engine)  # both prepares over
     assert len(encoded) == 2, f"{len(encoded)} photos encoded before Analyse: the retake was not prepared"
     app_server.lm.prefill_delay = 0.0
     page.locator("#snapshot-analyse").click()

@@ -14,6 +14,7 @@ from tests.browser.pages import (
     screenshot,
     upload,
     wait_answer,
+    wait_settled,
     wait_toast,
     wait_until,
 )
@@ -144,9 +145,7 @@ def test_an_image_replaced_while_the_first_is_prepared_is_prepared_too(new_page,
     upload(page, sample_images[0])
     wait_until(lambda: app_server.engine.busy, 5, every=0.01, what="the first image's prepare")
     upload(page, sample_images[1])
-    for _ in range(2):  # idle, and still idle a moment later: not caught between the two prepares
-        wait_until(lambda: not app_server.engine.busy, 10, what="the prepares to end")
-        time.sleep(0.2)
+    wait_settled(app_server.engine)  # both prepares over
     app_server.lm.prefill_delay = 0.0
     ask(page, "And this one?")
     final = wait_until(lambda: FINAL_METRICS.search(metrics(page)), what="the answer's final metrics")

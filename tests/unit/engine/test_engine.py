@@ -156,26 +156,40 @@ class SlowPrefixLM(FakeLM):
         return 0
 
 
+def slow_prefix_engine() -> tuple[Engine, SlowPrefixLM]:
+    lm = SlowPrefixLM(delay=0.3)
+    config = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
+    return Engine(FakeVision(), lm, config), lm
+
+
+def preparing(engine: Engine, lm: SlowPrefixLM, image) -> tuple[threading.Thread, dict]:
+    """`engine.prepare(image)` started in a thread, once its image prefill is under way -> (thread, {"ok": its
+    result once joined})."""
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(ok=engine.prepare(image)))
+    worker.start()
+    assert lm.prefilling.wait(5)
+    return worker, out
+
+
+def png(path, pixels: np.ndarray) -> str:
+    from PIL import Image as PILImage
+
+    PILImage.fromarray(pixels).save(path)
+    return str(path)
+
+
 @pytest.mark.parametrize("asked", ["same frame", "another frame", "same file", "another file"])
 def test_a_question_about_the_image_being_prepared_lets_that_prefill_finish(asked, tmp_path):
     """Voice: the frame is prepared while the question is spoken; the answer asked before that prefill is done
     waits for it (it would only redo it); a request for another image still stops the prepare. The Image tab:
     the same for an upload asked about at once (its path comes to the answer as another, equal string)."""
-    from PIL import Image as PILImage
-
-    path = str(tmp_path / "photo.png")
-    PILImage.fromarray(IMG).save(path)
-    lm = SlowPrefixLM(delay=0.3)
-    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
-    other = str(tmp_path / "other.png")
-    PILImage.fromarray(255 - IMG).save(other)
+    path, other = png(tmp_path / "photo.png", IMG), png(tmp_path / "other.png", 255 - IMG)
+    engine, lm = slow_prefix_engine()
     prepared_image = path if asked.endswith("file") else IMG
     image = {"same frame": IMG, "another frame": IMG.copy(), "same file": path[:1] + path[1:],
              "another file": other}[asked]
-    prepared = {}
-    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(prepared_image)))
-    worker.start()
-    assert lm.prefilling.wait(5)
+    worker, prepared = preparing(engine, lm, prepared_image)
     engine.answer(Request(image, "q"))
     worker.join()
     assert prepared["ok"] is asked.startswith("same")
@@ -186,13 +200,9 @@ def test_a_question_about_the_image_being_prepared_lets_that_prefill_finish(aske
 def test_a_newer_prepare_stops_the_running_one_and_runs_next():
     """A photo retaken (or an upload replaced) while the last one is prepared: the newest image is the one about
     to be asked about, so its prepare takes over at the running one's next chunk instead of being skipped."""
-    lm = SlowPrefixLM(delay=0.3)
-    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    engine, lm = slow_prefix_engine()
     first, newer = IMG, 255 - IMG
-    prepared = {}
-    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(first)))
-    worker.start()
-    assert lm.prefilling.wait(5)
+    worker, prepared = preparing(engine, lm, first)
     t = time.monotonic()
     assert engine.prepare(newer) is True
     worker.join()
@@ -201,35 +211,25 @@ def test_a_newer_prepare_stops_the_running_one_and_runs_next():
 
 
 def test_a_prepare_for_the_file_being_prepared_leaves_that_one_running(tmp_path):
-    from PIL import Image as PILImage
-
-    path = tmp_path / "photo.png"
-    PILImage.fromarray(IMG).save(path)
-    lm = SlowPrefixLM(delay=0.3)
-    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
-    prepared = {}
-    worker = threading.Thread(target=lambda: prepared.update(ok=engine.prepare(str(path))))
-    worker.start()
-    assert lm.prefilling.wait(5)
-    assert engine.prepare(str(path)) is False  # the same upload again (a new str): the running prepare covers it
+    path = png(tmp_path / "photo.png", IMG)
+    engine, lm = slow_prefix_engine()
+    worker, prepared = preparing(engine, lm, path)
+    assert engine.prepare(path[:1] + path[1:]) is False  # the same upload again (a new str): the running one covers it
     worker.join()
     assert prepared["ok"] is True
 
 
 def test_a_prepare_still_waiting_gives_way_to_a_newer_one():
-    lm = SlowPrefixLM(delay=0.3)
-    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    engine, lm = slow_prefix_engine()
+    first, first_result = preparing(engine, lm, IMG)
     results = {}
-    runs = [threading.Thread(target=lambda k=k, image=image: results.update({k: engine.prepare(image)}))
-            for k, image in (("first", IMG), ("second", 255 - IMG))]
-    runs[0].start()
-    assert lm.prefilling.wait(5)
-    runs[1].start()
+    second = threading.Thread(target=lambda: results.update(second=engine.prepare(255 - IMG)))
+    second.start()
     time.sleep(0.05)  # the second waits for the first to give way
     results["third"] = engine.prepare(IMG // 2)
-    for run in runs:
+    for run in (first, second):
         run.join()
-    assert results == {"first": False, "second": False, "third": True}
+    assert {"first": first_result["ok"], **results} == {"first": False, "second": False, "third": True}
     assert engine.vision.calls == 2  # the second image was never encoded
 
 

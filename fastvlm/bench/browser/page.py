@@ -52,13 +52,14 @@ RECORDER = r"""
   };
   R.armFirst = (name, sel, timeoutMs, busySel) => {
     const before = read(sel), busyBefore = busySel && read(busySel), until = performance.now() + timeoutMs;
-    // the answer box emptied, or the readout shows an answer in progress ('…') or a new one's times: a fast
-    // answer the same as the last (the tiny models) may come and go between two polls
+    // the answer box emptied, or the readout shows a new answer's TTFT: a fast answer the same as the last (the
+    // tiny models) may come and go between two polls. Not the readout's 'TTFT …' (asked, no token yet): the page
+    // may show it a render before it empties the box, and the old answer would count as the new one's first text
     let cleared = false;
     R.first[name] = new Promise((resolve) => {
       const iv = setInterval(() => {
         const now = read(sel), busy = busySel && read(busySel);
-        cleared = cleared || !now.trim() || (busySel && (busy.includes('…') || busy !== busyBefore));
+        cleared = cleared || !now.trim() || (busySel && busy !== busyBefore && !busy.includes('TTFT …'));
         if (now.trim() && (now !== before || cleared)) { clearInterval(iv); resolve(wall(performance.now())); }
         else if (performance.now() > until) { clearInterval(iv); resolve(null); }
       }, 5);
@@ -123,8 +124,8 @@ def open_app(browser, url: str, timeout_s: float = 60.0):
 
 def arm_first_text(page, name: str, selector: str, timeout_s: float = 120.0, busy: str | None = None) -> None:
     """Start watching `selector` for non-empty text that is new, or shown again after the box emptied or the
-    `busy` readout showed '…' (an answer in progress) or other text (a new answer's times); `first_text_at(page,
-    name)` waits for it."""
+    `busy` readout showed a new answer's TTFT (not 'TTFT …': asked, no token yet); `first_text_at(page, name)`
+    waits for it."""
     page.evaluate("([n, s, t, b]) => window.__fv.armFirst(n, s, t, b)", [name, selector, timeout_s * 1000, busy])
 
 

@@ -133,7 +133,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
                 out[key] = _answers(rows, delay)
         with _person(browser, url) as page:
             page.get_by_role("tab", name="Camera snapshot").click()
-            out["snapshot"] = _answers([walks.snapshot(page, settings.snapshot_s) for _ in range(n)],
+            out["snapshot"] = _answers([walks.snapshot(page, engine, settings.snapshot_s) for _ in range(n)],
                                        settings.snapshot_s)
         with _person(browser, url) as page:
             out["live"] = _live(walks.live(page, engine, settings.live_s), settings.cadence_s)

@@ -14,6 +14,8 @@ log = logging.getLogger(__name__)
 CHAT_ANSWER = "#image-chat [data-testid=bot]"
 FINAL = re.compile(r"· \d+ tokens")
 SNAPSHOT_DONE = re.compile(pg.IMAGE_TTFT.pattern + r" · total \d")  # a finished answer's snapshot readout
+# the readout itself: its box also holds Gradio's progress text ("processing | 0.0s") while an answer is pending
+SNAPSHOT_READOUT = "#snapshot-ttft .readout-ttft"
 
 
 def _image_answer(page) -> dict:
@@ -52,8 +54,10 @@ def upload_ask(page, image, delay_s: float) -> dict:
     return row
 
 
-def snapshot(page, delay_s: float) -> dict:
-    """Capture a webcam frame, `delay_s`, Analyse -> the first answer text (the Camera snapshot tab)."""
+def snapshot(page, engine, delay_s: float) -> dict:
+    """Capture a webcam frame, `delay_s`, Analyse -> the first answer text (the Camera snapshot tab), and how long
+    after the engine was asked it showed (`first_text_after_ask_s`: a first text seen before that was the last
+    answer's)."""
     root = "#snapshot-camera"
     remove = page.locator(f"{root} button[aria-label='Remove Image']")
     if remove.count() and remove.first.is_visible():
@@ -65,11 +69,13 @@ def snapshot(page, delay_s: float) -> dict:
     t_cap = time.time()
     page.locator(f"{root} img").first.wait_for()
     time.sleep(max(0.0, t_cap + delay_s - time.time()))
-    pg.arm_first_text(page, "answer", "#snapshot-answer textarea", busy="#snapshot-ttft")
+    pg.arm_first_text(page, "answer", "#snapshot-answer textarea", busy=SNAPSHOT_READOUT)
     page.locator("#snapshot-analyse").click()
-    first = pg.first_text_at(page, "answer")
+    first, clicked = pg.first_text_at(page, "answer"), pg.clicked_at(page, "snapshot-analyse")
     shown = _final_readout(page)
-    return {"ttft_s": first - pg.clicked_at(page, "snapshot-analyse"), "page_ttft_s": pg.seconds(shown.group(1))}
+    asked = next((r["at"] for r in engine.requests if r["at"] >= clicked), None)
+    return {"ttft_s": first - clicked, "page_ttft_s": pg.seconds(shown.group(1)),
+            "first_text_after_ask_s": None if asked is None else first - asked}
 
 
 def _final_readout(page, timeout_s: float = 60.0) -> re.Match:
@@ -77,7 +83,7 @@ def _final_readout(page, timeout_s: float = 60.0) -> re.Match:
     same text it is read from (waiting for 'total', then reading again, once read a readout without a TTFT)."""
     until = time.time() + timeout_s
     while True:
-        text = page.locator("#snapshot-ttft").inner_text()
+        text = page.locator(SNAPSHOT_READOUT).inner_text()
         if (shown := SNAPSHOT_DONE.search(text)) is not None:
             return shown
         if time.time() > until:

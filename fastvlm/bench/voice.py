@@ -10,7 +10,7 @@ Stages (medians over the kept runs):
 
   VAD tail   true end of speech -> the turn known to be over. silence: `--end-silence-ms` plus up to a chunk;
              semantic: a 120 ms pause, Whisper on the speech so far and the judge's verdict, up to a chunk;
-             with --preemptive the 600 ms that confirm it (turn_confirm_silence_ms), the answer made meanwhile
+             with --preemptive the 550 ms that confirm it (turn_confirm_silence_ms), the answer made meanwhile
   STT        waiting for Whisper after that. Transcribing starts at the pause that ends the question (silence
              rule: its first `--early-stt-ms` pause), so only the rest is waited for (`stt_compute_s`: its length)
   TTFT       the engine's time to first token (the image work was done during speech). `--preemptive`

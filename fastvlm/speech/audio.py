@@ -15,6 +15,7 @@ from ..engine.events import InputError
 
 RATE = 16_000  # Whisper and Silero VAD both work at 16 kHz
 _MAX_CHANNELS = 8
+_BLOCK = 128  # 8 ms at 16 kHz: `sound_returns`' unit
 
 
 def to_mono_16k(sample_rate: int, samples: np.ndarray) -> np.ndarray:
@@ -88,6 +89,21 @@ def _lowpass(cutoff: float, half_width: int | None = None) -> np.ndarray:
 def rms(audio: np.ndarray) -> float:
     """Root mean square of float samples in [-1, 1] (0 for silence, ~0.1 for speech at a normal level)."""
     return float(np.sqrt(np.mean(np.square(audio, dtype=np.float64)))) if audio.size else 0.0
+
+
+def sound_returns(pause: np.ndarray, recent: int, rise_db: float = 12.0, floor_dbfs: float = -50.0) -> bool:
+    """Did sound come back in the last `recent` samples of `pause` (16 kHz audio since a pause began)? True when
+    an 8 ms block there is `rise_db` louder than the pause's quiet level (its 20th-percentile block before them)
+    and louder than `floor_dbfs`. Quicker than the VAD, which needs a window or two (32-64 ms) to hear speech
+    again: it may hold the end of a turn while the VAD makes up its mind, never end one."""
+    n = pause.size // _BLOCK
+    if n == 0:
+        return False
+    blocks = pause[: n * _BLOCK].reshape(n, _BLOCK).astype(np.float64)
+    level = np.sqrt(np.mean(np.square(blocks), axis=1))  # (n,) RMS per block
+    k = min(n, max(1, recent // _BLOCK))
+    floor = float(np.percentile(level[:-k], 20)) if n > k else 0.0
+    return bool((level[-k:] > max(floor * 10 ** (rise_db / 20), 10 ** (floor_dbfs / 20))).any())
 
 
 def to_int16(audio: np.ndarray) -> np.ndarray:

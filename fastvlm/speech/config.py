@@ -32,7 +32,10 @@ class SpeechConfig:
     turn_min_silence_ms: int = 200  # semantic: a finished question ends once its silence is this long
     # semantic, for a caller that begins the answer at `TurnLikelyEnded` (TurnTaker(likely_events=True)): the
     # silence that confirms the end instead. A 0.5 s pause mid-question goes on before it; the answer is ready
-    turn_confirm_silence_ms: int = 600
+    turn_confirm_silence_ms: int = 550
+    # semantic: sound back in a pause's last 0.1 s (louder than the pause, before the VAD calls it speech) holds
+    # the end up to this much longer, until the VAD says whether the person goes on (docs/speech.md)
+    turn_hold_ms: int = 150
     turn_max_silence_ms: int = 2000  # semantic: an unfinished one ends anyway after this much silence
     end_silence_ms: int = 700  # silence: the silence after speech that ends an utterance
     min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
@@ -65,6 +68,8 @@ class SpeechConfig:
             raise ValueError("need 32 <= turn_pause_ms <= turn_min_silence_ms < turn_max_silence_ms")
         if not self.turn_pause_ms <= self.turn_confirm_silence_ms < self.turn_max_silence_ms:
             raise ValueError("need turn_pause_ms <= turn_confirm_silence_ms < turn_max_silence_ms")
+        if not 0 <= self.turn_hold_ms <= 500:
+            raise ValueError("turn_hold_ms must be in 0..500 (0: the end never waits for the VAD)")
         if not 0 < self.vad_threshold < 1:
             raise ValueError("vad_threshold must be in (0, 1)")
         if self.tts_timeout_s <= 0:

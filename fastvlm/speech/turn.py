@@ -6,10 +6,12 @@ Two rules (`SpeechConfig.end_of_turn`):
   semantic  at every pause of `turn_pause_ms` (120 ms) Whisper transcribes the speech so far and a
             `TurnJudge` says whether the question is finished. Finished: the question ends there once the silence
             has lasted `turn_min_silence_ms` (200 ms). With `likely_events`, `TurnLikelyEnded` comes at the
-            verdict (an answer may be begun, not yet played), the end needs `turn_confirm_silence_ms` (600 ms:
+            verdict (an answer may be begun, not yet played), the end needs `turn_confirm_silence_ms` (550 ms:
             a person who pauses mid-question for 0.5 s goes on before it), and `TurnResumed` comes if the
             person speaks on first (drop what was begun). Not finished: the person is
             waited for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
+            A finished question's end waits up to `turn_hold_ms` (150 ms) more while sound has come back in
+            the pause's last 0.1 s that the VAD has not yet called speech: it soon says whether the person went on.
 `TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
 transcript begun at its pause, if any) for the end; `settle(timeout)` waits for a verdict still being made.
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .audio import RATE, sound_returns
 from .config import SpeechConfig
 from .judge import TurnJudge, Verdict
 from .stt import Transcriber
@@ -31,6 +34,7 @@ from .vad import Paused, TurnDetector, TurnEvent, UtteranceEnded, VadModel
 
 log = logging.getLogger(__name__)
 RULES = ("semantic", "silence")
+_RECENT_S = 0.1  # sound this recent may be speech the VAD has not heard yet: a chunk (40 ms) + its lag (<= 64 ms)
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +96,7 @@ class TurnTaker:
         self.transcriber, self.judge = transcriber, judge if semantic else None
         self.likely_events = likely_events
         self._end_silence_s = (c.turn_confirm_silence_ms if likely_events else c.turn_min_silence_ms) / 1000
+        self._hold_s = c.turn_hold_ms / 1000
         self._pause: _Pause | None = None
 
     @property
@@ -153,7 +158,7 @@ class TurnTaker:
         if self.likely_events and not p.likely:
             p.likely = True
             out.append(TurnLikelyEnded(p.event.audio, p.event.start_s, p.event.end_s, p.transcript, verdict))
-        if silence < self._end_silence_s:
+        if silence < self._end_silence_s or (silence < self._end_silence_s + self._hold_s and self._stirs(p)):
             return out
         ended = self.detector.end_now(p.event.end_s)
         self._pause = None
@@ -161,6 +166,12 @@ class TurnTaker:
             return out
         log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
         return out + [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, "judge", verdict)]
+
+    def _stirs(self, p: _Pause) -> bool:
+        """Sound came back in the pause's last `_RECENT_S`: the person may be going on, and the VAD has not
+        said so yet (it needs a window or two); the end waits for it, up to `turn_hold_ms`."""
+        audio = self.detector.pause_audio(p.event.end_s)
+        return audio is not None and sound_returns(audio, round(_RECENT_S * RATE))
 
     def _start(self, pause: Paused) -> _Pause:
         """Transcribe the speech so far in a thread; judge it (after the transcript, or beside it)."""

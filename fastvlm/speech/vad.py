@@ -260,6 +260,13 @@ class TurnDetector:
             return None
         return (self._fed - self._s.pending.size - u.silence_from) / RATE
 
+    def pause_audio(self, since_s: float) -> np.ndarray | None:
+        """The audio heard since the pause that began at `since_s`, the part the VAD has not judged yet included;
+        None when the speech went on (or the utterance ended) since then."""
+        if self.silence_s(since_s) is None:
+            return None
+        return np.concatenate(self._s.audio)[round(since_s * RATE) - self._s.audio_from :]
+
     def end_now(self, since_s: float) -> UtteranceEnded | None:
         """End the utterance in the pause that began at `since_s`, as if the end silence had passed; None when
         the speech went on since then."""

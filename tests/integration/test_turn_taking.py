@@ -3,6 +3,8 @@ heard by the real Silero VAD and Whisper tiny.en, with the transcript judge; and
 is installed. Verdicts are waited for after every chunk, so the outcome does not depend on this machine's speed.
 Skips cleanly when faster-whisper, the tiny.en weights or eSpeak NG are absent."""
 
+import dataclasses
+
 import pytest
 
 from fastvlm.bench.turns import speak
@@ -32,14 +34,14 @@ def espeak():
         skip_missing("espeakng-loader", f"no eSpeak NG library to speak the questions: {e}")
 
 
-def turns(whisper, spoken, rule="semantic", kinds=(TurnEnded,)):
+def turns(whisper, spoken, rule="semantic", kinds=(TurnEnded,), config=CONFIG, chunk=1600):
     """Every turn the taker takes in `spoken` (and the other `kinds` of event), chunk by chunk (0.1 s), each
     verdict waited for."""
-    taker = TurnTaker(silero_vad(), whisper, CONFIG, TranscriptJudge(), rule, likely_events=True)
+    taker = TurnTaker(silero_vad(), whisper, config, TranscriptJudge(), rule, likely_events=True)
     out = []
-    for i in range(0, spoken.audio.size, 1600):
-        events = taker.feed(RATE, spoken.audio[i : i + 1600]) + taker.settle(10.0)
-        out += [(e, (i + 1600) / RATE) for e in events if isinstance(e, kinds)]
+    for i in range(0, spoken.audio.size, chunk):
+        events = taker.feed(RATE, spoken.audio[i : i + chunk]) + taker.settle(10.0)
+        out += [(e, (i + chunk) / RATE) for e in events if isinstance(e, kinds)]
     return out
 
 
@@ -59,6 +61,19 @@ def test_a_finished_sounding_half_before_a_pause_is_withdrawn_not_cut(whisper, e
     assert "hand" in events[-1][0].transcript.result().text.lower()
     if len(events) > 2:  # the half was judged finished: its answer was withdrawn when the speech went on
         assert [type(e) for e, _ in events[:2]] == [TurnLikelyEnded, TurnResumed]
+
+
+def test_sound_back_in_the_pause_holds_the_end_until_silero_hears_the_speech(whisper, espeak):
+    """Silero hears this 0.5 s pause as 0.544 s (it hears the speech come back a window late): a 500 ms confirm
+    alone cuts the question there; the sound that came back holds the end until Silero hears it (40 ms chunks, as
+    the page sends them)."""
+    spoken = speak(espeak, ("How many people", "can you see behind me?"), 140, pause_s=0.5)
+    short = dataclasses.replace(CONFIG, turn_confirm_silence_ms=500)
+    unheld = dataclasses.replace(short, turn_hold_ms=0)
+    cut = turns(whisper, spoken, config=unheld, chunk=640)[0][0]  # then the rest is a question of its own
+    assert cut.end_s < spoken.pause_s[1], "the pause was not heard as longer than 500 ms: nothing to hold"
+    [(end, _)] = turns(whisper, spoken, config=short, chunk=640)
+    assert end.end_s > spoken.pause_s[1] and "behind" in end.transcript.result().text.lower(), end.verdict
 
 
 def test_an_unfinished_question_is_waited_for_until_the_fallback_silence(whisper, espeak):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fastvlm.engine.events import InputError
-from fastvlm.speech.audio import read_wav, resample, rms, to_mono_16k, write_wav
+from fastvlm.speech.audio import read_wav, resample, rms, sound_returns, to_mono_16k, write_wav
 from fastvlm.speech.config import SpeechConfig
 
 
@@ -64,6 +64,22 @@ def test_broken_audio_is_refused_with_a_reason(rate, samples, words):
 
 def test_resample_of_nothing_is_nothing():
     assert resample(np.zeros(0, np.float32), 48_000).size == 0
+
+
+def sine(seconds, amplitude):
+    return (amplitude * np.sin(np.arange(int(16_000 * seconds)) * 0.3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("pause, back", [
+    ([sine(0.5, 0)], False),  # digital silence
+    ([sine(0.45, 0), sine(0.05, 0.1)], True),  # a voice 50 ms ago
+    ([sine(0.05, 0.3), sine(0.45, 0)], False),  # the tail of the last word, long before the last 100 ms
+    ([sine(0.45, 0.01), sine(0.05, 0.015)], False),  # a hum 3.5 dB up: the room, not a voice
+    ([sine(0.45, 0.01), sine(0.05, 0.1)], True),  # 20 dB over the room's hum
+    ([sine(0.45, 0), sine(0.05, 0.002)], False),  # below -50 dBFS
+])  # fmt: skip
+def test_sound_returns_hears_a_voice_come_back_over_the_pause_level(pause, back):
+    assert sound_returns(np.concatenate(pause), recent=1600) is back
 
 
 def test_wav_round_trip(tmp_path):

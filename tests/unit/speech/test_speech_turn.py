@@ -12,6 +12,8 @@ from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed, TurnTak
 from fastvlm.speech.vad import Paused, TurnDetector
 
 RATE = 16_000
+CONFIRM_S = SpeechConfig().turn_confirm_silence_ms / 1000  # 550 ms
+HOLD_S = SpeechConfig().turn_hold_ms / 1000  # 150 ms
 
 
 class LoudnessVad:
@@ -104,7 +106,7 @@ def test_end_now_ends_only_while_that_pause_lasts():
 
 def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at_min_silence():
     transcriber = ScriptedTranscriber("What color is the square?")
-    taker = semantic(transcriber, likely_events=True)  # turn_pause_ms 120, turn_confirm_silence_ms 600
+    taker = semantic(transcriber, likely_events=True)  # turn_pause_ms 120, turn_confirm_silence_ms 550
     events = hear(taker, np.concatenate([quiet(0.5), voice(1.5), quiet(2.5)]))
     assert isinstance(events[0][0], SpeechStarted)
     [(likely, told)] = [(e, t) for e, t in events if isinstance(e, TurnLikelyEnded)]
@@ -112,7 +114,7 @@ def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at
     assert told - 2.0 <= 0.2 + 0.1 + 0.04  # the pause, one chunk, one window: the answer may begin
     [(end, seen)] = ends(events)
     assert end.by == "judge" and end.verdict.complete and end.end_s == likely.end_s
-    assert 0.6 <= seen - 2.0 <= 0.6 + 0.1 + 0.04  # played once the silence is 600 ms
+    assert CONFIRM_S <= seen - 2.0 <= CONFIRM_S + 0.1 + 0.04  # played once the silence confirms it
     assert end.transcript is likely.transcript and transcriber.calls == [1]
     assert end.transcript.result().text == "What color is the square?"
     assert not any(isinstance(e, TurnResumed) for e, _ in events)
@@ -167,6 +169,46 @@ def test_a_likely_end_is_withdrawn_when_speech_resumes_within_a_chunk():
     assert [type(e) for e, _ in events] == [TurnResumed]
 
 
+class LateVad:
+    """Hears speech from its third loud window on: 64 ms late, as Silero can be when a person speaks on."""
+
+    def initial_state(self):
+        return 0
+
+    def __call__(self, windows, state):
+        heard = []
+        for window in windows:
+            state = state + 1 if np.abs(window).max() > 0.1 else 0
+            heard.append(float(state >= 3))
+        return np.array(heard, np.float32), state
+
+
+def test_sound_back_in_a_pause_holds_the_end_until_the_vad_hears_the_person_go_on():
+    """A 0.56 s pause the late VAD counts as ~0.62 s, past the 550 ms confirm: the sound that ends it holds the end."""
+    script = ("What am I holding", "What am I holding in my right hand?")
+    audio = np.concatenate([quiet(0.5), voice(1.0), quiet(0.56), voice(1.0), quiet(2.5)])
+
+    def taker(**options):
+        return TurnTaker(LateVad(), ScriptedTranscriber(*script), SpeechConfig(**options), TranscriptJudge(),
+                         "semantic", likely_events=True)
+
+    cut = ends(hear(taker(turn_hold_ms=0), audio, chunk_s=0.04))
+    assert cut[0][0].end_s == pytest.approx(1.5, abs=0.04)  # without the hold the half was the question
+    events = hear(taker(), audio, chunk_s=0.04)
+    [(end, _)] = ends(events)
+    assert end.end_s == pytest.approx(3.06, abs=0.04) and end.transcript.result().text == script[1]
+    assert [type(e) for e, _ in events].count(TurnResumed) == 1
+
+
+def test_a_sound_the_vad_never_calls_speech_holds_the_end_only_turn_hold_ms():
+    hum = (0.05 * np.sin(np.arange(int(RATE * 1.5)) * 0.2)).astype(np.float32)  # below LoudnessVad's 0.1
+    audio = np.concatenate([voice(1.0), quiet(0.55), hum])
+    taker = semantic(ScriptedTranscriber("What is this?"), likely_events=True)
+    [(end, seen)] = ends(hear(taker, audio, chunk_s=0.04))
+    assert end.by == "judge" and end.end_s == pytest.approx(1.0, abs=0.04)
+    assert 1.0 + CONFIRM_S + HOLD_S <= seen <= 1.0 + CONFIRM_S + HOLD_S + 0.08  # the whole hold, a chunk, a window
+
+
 def test_speech_that_resumes_before_the_verdict_is_not_cut():
     gate = threading.Event()
     taker = semantic(ScriptedTranscriber("What am I holding", "What am I holding in my hand?", gate=gate))
@@ -210,3 +252,5 @@ def test_rules_and_their_settings_are_checked():
         SpeechConfig(turn_pause_ms=300, turn_min_silence_ms=200)
     with pytest.raises(ValueError, match="turn_confirm_silence_ms"):
         SpeechConfig(turn_confirm_silence_ms=2500)
+    with pytest.raises(ValueError, match="turn_hold_ms"):
+        SpeechConfig(turn_hold_ms=-1)

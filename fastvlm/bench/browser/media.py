@@ -81,3 +81,36 @@ def write_questions(path: Path, questions: tuple[str, ...], slot_s: float, lead_
         spoken.append(speech.size / rate)
     write_wav(path, rate, np.concatenate(slots))
     return SpokenQuestions(path, tuple(questions), slot_s, lead_s, tuple(spoken))
+
+
+class ReferenceSpeaker:
+    """The app's speaker as the browser journeys give it: whatever the random weights said, it says `piece` (the
+    reference answer's first spoken piece, "You are holding") and repeats that sound to `length_s`.
+
+    Random weights' first piece is 5 tokens like " w129077 w9375", which eSpeak NG reads out as ~13 s of numbers
+    and synthesizes 3-30x slower than the 2-word phrase a real answer begins with; the engine-only voice journey
+    speaks the reference piece for the same reason. The repeats keep each answer sounding as long as before, so
+    that the next question, the barge-in walk and the echo walk still talk over a playing answer."""
+
+    def __init__(self, speaker, piece: str, length_s: float = 13.0) -> None:
+        self.speaker, self.piece, self.length_s = speaker, piece, length_s
+
+    def synthesize(self, text: str):
+        speech = self.speaker.synthesize(self.piece)
+        if speech.path.suffix.lower() == ".wav":
+            repeat_wav(speech.path, self.length_s)
+        return speech
+
+
+def repeat_wav(path: Path, length_s: float) -> None:
+    """Rewrite the WAV at `path` as its sound repeated until it lasts at least `length_s`."""
+    import wave
+
+    with wave.open(str(path), "rb") as w:
+        params, frames = w.getparams(), w.readframes(w.getnframes())
+    if params.nframes == 0:
+        return
+    times = max(1, int(np.ceil(length_s * params.framerate / params.nframes)))
+    with wave.open(str(path), "wb") as w:
+        w.setparams(params)
+        w.writeframes(frames * times)

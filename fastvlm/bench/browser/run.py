@@ -15,14 +15,14 @@ from pathlib import Path
 from ..journey_report import BROWSER_TARGETS, draw_journeys, print_journeys, stop_summary, timing, verdicts
 from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
-from ..voice import QUESTIONS, first_piece_tokens
+from ..voice import QUESTIONS, first_piece, first_piece_tokens
 from . import echo, media, serve, walks
 from . import page as pg
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
-# seconds per spoken question: eSpeak NG reads a random-weight answer's 5 tokens as ~13 s of numbers; the next
-# question comes once the first sound has been measured, and cuts the rest off (barge-in, on by default)
+# seconds per spoken question: each answer sounds ~13 s (`media.ReferenceSpeaker`); the next question comes once
+# the first sound has been measured, and cuts the rest off (barge-in, on by default)
 SLOT_S = 12.0
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
 ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
@@ -36,7 +36,9 @@ NOTES = {
              "the first sentence starting to sound in the page (the voice line's Web Audio start); eSpeak NG voice "
              "(offline), as the engine-only journey; the transcript is the one the page shows. Spoken answers end "
              "where bench-voice cuts the first spoken piece (first_piece_tokens: 5, 'You are holding'): random "
-             "weights never end a phrase or a sentence, so uncapped the first sound would wait for the whole answer",
+             "weights never end a phrase or a sentence, so uncapped the first sound would wait for the whole answer. "
+             "As in the engine-only journey, that piece is spoken as the reference's words, not the random tokens "
+             "(since 2026-12-03; repeated to ~13 s, as long as the random tokens sounded: media.ReferenceSpeaker)",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
                 "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
                 "stopping the answer's sound on the voice line's hush",
@@ -66,12 +68,15 @@ def app_settings(settings: JourneySettings):
 
 
 def speech_models(threads: int, audio_dir: Path):
-    """Whisper tiny.en (offline), Silero VAD and eSpeak NG: the engine-only voice journey's chain."""
+    """Whisper tiny.en (offline), Silero VAD and eSpeak NG saying the reference answer's first piece: the
+    engine-only voice journey's chain."""
     from fastvlm.speech import EspeakSpeaker, SpeechConfig, WhisperTranscriber, silero_vad
+    from ui import AppSettings
     from ui.voice import SpeechModels
 
     config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir)
-    return SpeechModels(WhisperTranscriber.load(config), EspeakSpeaker.load(config), silero_vad(), config,
+    speaker = media.ReferenceSpeaker(EspeakSpeaker.load(config), first_piece(AppSettings().voice_first_phrase_words)[1])
+    return SpeechModels(WhisperTranscriber.load(config), speaker, silero_vad(), config,
                         "Whisper tiny.en · eSpeak NG (bench)")
 
 

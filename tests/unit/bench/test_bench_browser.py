@@ -30,6 +30,34 @@ def test_spoken_questions_are_found_by_their_slot():
     assert [spoken.question_at(t) for t in (0.52, 10.6, 20.4, 30.5, 41.0)] == ["a", "b", "c", "a", "b"]
 
 
+def test_the_bench_speaker_says_the_reference_piece_for_as_long_as_random_tokens_sounded(tmp_path):
+    """What the random weights said is not synthesized (eSpeak reads it as numbers, far slower than a real first
+    phrase); the reference piece is, and its sound repeats to the length the next question talks over."""
+    import wave
+
+    import numpy as np
+
+    from fastvlm.speech import Speech
+    from fastvlm.speech.audio import write_wav
+
+    heard = []
+
+    class Speaker:  # stands in for eSpeak NG: 0.3 s of a ramp per call
+        def synthesize(self, text):
+            heard.append(text)
+            path = tmp_path / f"{len(heard)}.wav"
+            write_wav(path, 22_050, np.arange(6615, dtype=np.int16))
+            return Speech(path, "espeak-ng", "en-us")
+
+    speech = media.ReferenceSpeaker(Speaker(), "You are holding", length_s=2.0).synthesize(" w129077 w9375")
+    assert heard == ["You are holding"]
+    with wave.open(str(speech.path), "rb") as w:
+        samples = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+        assert w.getframerate() == 22_050
+    assert samples.size == 7 * 6615  # 2.0 s is 6.67 pieces of 0.3 s: 7 whole ones
+    assert np.array_equal(samples.reshape(7, 6615), np.tile(np.arange(6615, dtype=np.int16), (7, 1)))
+
+
 def test_quick_live_ticks_at_whole_seconds_at_least_three_times():
     quick = browser_settings(JourneySettings.quick())
     assert quick.cadence_s == 1.0 and quick.live_s == 3.0

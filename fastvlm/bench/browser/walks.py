@@ -212,11 +212,21 @@ def barge_in(page, turns: int, timeout_s: float) -> dict:
 
 
 def _barge_rows(page) -> list[dict]:
-    starts = pg.recorded(page)["speech_starts"]
+    return barge_rows(pg.recorded(page), page.evaluate("() => window.__fvLink.hushes"))
+
+
+def barge_rows(rec: dict, hushes: list[dict]) -> list[dict]:
+    """One row per hush that stopped a sound: the question's speech start (the page's microphone stream) -> the
+    hush, and how long after the answer's last piece began to sound the question began (`after_sound_s`; the
+    bench's answers are one piece each, so the answer's first sound): within the app's
+    `voice_echo_settle_s` (0.6 s) speech must last `voice_echo_speech_ms` (0.4 s) to stop an answer, by design
+    (the echo guard), so such a row takes at least that long."""
     rows = []
-    for hush in page.evaluate("() => window.__fvLink.hushes"):
+    for hush in hushes:
         at = hush["at"] / 1000
-        start = max((s for s in starts if s < at), default=None)
+        start = max((s for s in rec["speech_starts"] if s < at), default=None)
         if hush["stopped"] and start is not None:
-            rows.append({"stop_s": at - start, "sounds_stopped": hush["stopped"]})
+            sound = max((t for t in rec["plays"] if t < start), default=None)
+            rows.append({"stop_s": at - start, "sounds_stopped": hush["stopped"],
+                         "after_sound_s": None if sound is None else start - sound})
     return rows

@@ -104,6 +104,16 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     assert rows[1]["page_first_sound_s"] is None
 
 
+def test_barge_rows_say_how_long_after_the_answer_sounded_each_question_began():
+    rec = {"speech_starts": [0.5, 5.0, 9.3], "plays": [3.0, 8.9]}
+    hushes = [{"at": 5_200.0, "stopped": 1}, {"at": 9_720.0, "stopped": 1}, {"at": 12_000.0, "stopped": 0}]
+    rows = walks.barge_rows(rec, hushes)
+    assert [(r["stop_s"], r["after_sound_s"]) for r in rows] == [
+        (pytest.approx(0.2), pytest.approx(2.0)), (pytest.approx(0.42), pytest.approx(0.4))]  # the second: echo guard
+    assert walks.barge_rows({"speech_starts": [1.0], "plays": []}, [{"at": 1_300.0, "stopped": 1}])[0][
+        "after_sound_s"] is None
+
+
 def test_without_chromium_the_bench_fails_with_one_line_naming_the_fix(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "CHROMIUM": str(tmp_path / "no-chromium"), "HOME": str(tmp_path)}
     run = subprocess.run([sys.executable, "-m", "fastvlm", "bench", "--journeys", "--browser", "--no-download",

@@ -30,8 +30,6 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     j = report["journeys"]
     assert set(j) == KEYS
     for key, r in j.items():
-        if key == "barge_in" and not r["stopped"]:
-            continue  # the tiny model's spoken answers are short: the next question may begin after one ended
         assert r["median_s"] > 0 and r["p90_s"] >= r["median_s"], key
     for key in ("upload_ask", "upload_ask_early", "snapshot"):  # the page sees the answer after the engine's TTFT
         assert all(row["ttft_s"] >= row["page_ttft_s"] > 0 for row in j[key]["runs"]), (key, j[key]["runs"])
@@ -46,7 +44,8 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     voice = j["voice"]["runs"]
     assert voice and voice[0]["transcript"] and 0 <= j["voice"]["wer"] <= 1
     assert all(row["total_s"] > 0 for row in voice)
-    barge = j["barge_in"]  # questions asked every 4 s were heard; any answer they cut off stopped soon after
-    assert barge["questions_shown"] >= 1 and all(0 < row["stop_s"] < 3 for row in barge["runs"]), barge
+    barge = j["barge_in"]  # the bench's answers sound ~13 s (media.ReferenceSpeaker): the next question cuts one off
+    assert barge["stopped"] >= 1 and barge["questions_shown"] >= 1, barge
+    assert all(0 < row["stop_s"] < 3 and row["after_sound_s"] > 0 for row in barge["runs"]), barge
     assert report["page_decode_tokens_per_s"] > 0 and report["engine_decode_tokens_per_s"] > 0
     assert set(report["targets_met"]) <= KEYS

@@ -116,11 +116,24 @@ class PageLine(Protocol):
 
 @dataclass
 class TurnTimes:
-    """How long the current turn's stages took, for the page (None: not yet)."""
+    """How long the current turn's stages took, for the page and the log (None: not yet)."""
 
     stt_s: float | None = None
     ttft_s: float | None = None
     first_sound_s: float | None = None  # end of speech -> the first sentence sent to play
+    asked_s: float | None = None  # end of speech -> the question known (the judge's verdict, or its end)
+    begun_s: float | None = None  # end of speech -> the engine asked (after the page's Gradio round trip)
+
+    def timeline(self) -> str:
+        """'question known 0.41 s after the end of speech, engine asked 0.45 s, first token 0.66 s, first sound
+        sent 0.95 s (STT 0.30 s)': where a slow first sound lost its time."""
+        token = None if self.begun_s is None or self.ttft_s is None else self.begun_s + self.ttft_s
+        return (f"question known {_secs(self.asked_s)} after the end of speech, engine asked {_secs(self.begun_s)}, "
+                f"first token {_secs(token)}, first sound sent {_secs(self.first_sound_s)} (STT {_secs(self.stt_s)})")
+
+
+def _secs(t: float | None) -> str:
+    return "?" if t is None else f"{t:.2f} s"
 
 
 @dataclass
@@ -129,6 +142,7 @@ class Utterance:
     frame: np.ndarray | None  # the camera frame taken when the person started speaking
     ended_at: float  # monotonic time the speech ended (hands-free: the detector's end, not its decision)
     early: Future | None = None  # its transcript, begun at the pause that ended it (see `listen`)
+    asked_at: float = field(default_factory=time.monotonic)  # monotonic time it became the question
 
 
 @dataclass
@@ -226,6 +240,7 @@ class VoiceSession:
         first = None if self.first_sound_from is None else now - self.first_sound_from
         if first is not None:
             self.times.first_sound_s, self.first_sound_from = first, None
+            log.debug("voice turn %d: %s", self.turn, self.times.timeline())
         if now >= self.playing_until:  # nothing plays: this sentence starts the sound again
             self.sound_from = now
         streamed = self.link is not None and self.link.say(speech.path, self.turn)

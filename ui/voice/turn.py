@@ -96,7 +96,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     if isinstance(heard, NotHeard):
         yield heard
         return
-    session.times.stt_s = heard.elapsed_s
+    session.times.stt_s, session.times.asked_s = heard.elapsed_s, u.asked_at - u.ended_at
     yield Heard(heard)
     if u.frame is None:
         yield NotHeard(NO_FRAME)
@@ -110,6 +110,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     token = CancelToken()  # a barge-in stops even a prefill at once
+    session.times.begun_s = clock() - u.ended_at
     spoken = _said_aloud(engine.stream(request, cancel=token), chunker, queue)  # read ahead: not paced by the page
     parts = follow(spoken, settings.voice_update_s, clock, cancel=token, read_ahead=True)
     try:

@@ -1,5 +1,6 @@
 """The voice pipeline with fakes: hear -> transcribe -> answer -> speak each sentence, barge-in, muting, no sound."""
 
+import logging
 import threading
 import time
 
@@ -103,6 +104,21 @@ def test_a_question_is_answered_and_its_first_sentence_spoken_before_the_stream_
     assert [p.exists() for p in spoken] == [False, True, True]  # only the newest `voice_keep_audio` are kept
     session.close()
     assert not any(p.exists() for p in spoken)
+
+
+def test_the_first_sound_logs_where_the_turn_spent_its_time(tmp_path, caplog):
+    engine, models = make_engine(), make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker())
+    session.ask(voice(1.0), time.monotonic() - 0.4)  # the question became known 0.4 s after its speech ended
+    with caplog.at_level(logging.DEBUG, logger="ui.voice.session"):
+        list(answer_turn(engine, models, session, SETTINGS))
+    times = session.times
+    assert times.asked_s == pytest.approx(0.4, abs=0.05) and times.asked_s <= times.begun_s <= times.first_sound_s
+    lines = [r.getMessage() for r in caplog.records if "first sound sent" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"voice turn {session.turn}: question known 0.4"), lines
+    assert "?" not in lines[0], lines  # every stage was timed
+    session.close()
 
 
 def test_the_voice_starts_with_the_first_phrase_unless_whole_sentences_are_set(tmp_path):

@@ -131,9 +131,14 @@ def live(page, engine, live_s: float) -> dict:
     page.locator("#live-stop").click()
     while engine.busy:
         time.sleep(0.01)
-    return {"answered": answered, "skipped": skipped, "runs": _live_rows(engine, pg.recorded(page)["log"], t0)}
+    rows, until = _live_rows(engine, pg.recorded(page)["log"], t0), time.time() + LIVE_SETTLE_S
+    while len(rows) < answered and time.time() < until:  # the last answer's "done" may not be painted yet
+        time.sleep(0.05)
+        rows = _live_rows(engine, pg.recorded(page)["log"], t0)
+    return {"answered": answered, "skipped": skipped, "runs": rows}
 
 
+LIVE_SETTLE_S = 3.0  # after Stop and the engine idle, how long the page may take to show the last answer done
 ITEM = re.compile(r'<li class="feed-item (\w+)"><span class="feed-meta">(\d\d:\d\d:\d\d) · TTFT (\d+ ms|[\d.]+ s|…)')
 
 

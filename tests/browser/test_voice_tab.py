@@ -105,9 +105,18 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         assert page.locator("#voice-speaker audio").evaluate_all("els => els.every(a => !(a.currentSrc || a.src))"), \
             "a sentence went to Gradio's player instead of the line"
         # the sentence goes over the line the moment it is spoken; its page update (the voice that spoke) comes
-        # with the answer's next update, up to voice_update_s later
-        engine_line = wait_until(lambda: page.locator("#voice-engine").inner_text().strip(), 10,
-                                 what="the voice that spoke the answer")
+        # with the answer's next update, up to voice_update_s later (meanwhile the element may show Gradio's
+        # pending timer, "0.1s": wait for the line itself)
+        shown = []
+
+        def voice_line():
+            shown.append(page.locator("#voice-engine").inner_text().strip())
+            return shown[-1] if shown[-1].startswith("Voice:") else None
+
+        try:
+            engine_line = wait_until(voice_line, 10, what="the voice that spoke the answer")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; shown {sorted(set(shown))}") from e
         assert "espeak-ng" in engine_line or "edge-tts" in engine_line, engine_line
         readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
                              what="the readout's first sound")

@@ -41,7 +41,8 @@ class AppSettings:
     # cost Whisper words ("the shirt I am" heard as "not sure time") that it hears without them (docs/voice.md)
     voice_echo_cancellation: bool = True  # removes the app's own voice from the microphone (barge-in needs it)
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question
-    voice_barge_in_ms: int = 150  # speech this long over the answer silences it (asking still needs min_speech_ms)
+    voice_barge_in_ms: int = 150  # speech this long over the answer holds its sound (asking still needs min_speech_ms)
+    voice_resume_s: float = 0.2  # held speech that ends short of a question (a cough): sounds on after this quiet
     # the browser's echo canceller lets a burst of an answer's first sound through (up to 0.25 s of speech to the
     # detector, docs/voice.md): speech that begins within voice_echo_settle_s of the answer starting to sound
     # stops it only once it has lasted voice_echo_speech_ms (and is then the next question). 0 s: off
@@ -59,6 +60,8 @@ class AppSettings:
             raise ValueError("voice_chunk_s must be between 0.02 and 1 second")
         if self.voice_barge_in_ms < 32:
             raise ValueError("voice_barge_in_ms must be at least 32 (one VAD window)")
+        if not 0 <= self.voice_resume_s <= 5:
+            raise ValueError("voice_resume_s must be between 0 and 5 seconds")
         if not 0 <= self.voice_echo_settle_s <= 5:
             raise ValueError("voice_echo_settle_s must be between 0 (off) and 5 seconds")
         if self.voice_echo_speech_ms < 0:

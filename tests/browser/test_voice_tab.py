@@ -231,14 +231,19 @@ def voice_server_parts(tiny_config, tmp_path_factory):
         engine.close()
 
 
+def first_answer_playing(page) -> float:
+    """Start hands-free; when the page's first answer (to QUESTION) plays, the wall-clock ms it began."""
+    page.locator("#voice-start").click()
+    wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 45,
+               every=0.2, what="the first question")
+    return wait_until(lambda: page.evaluate("() => window.__fvLink.plays[0]"), 20, every=0.1,
+                      what="the first answer to be playing")
+
+
 def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barge_browser, barge_server):
     context, page = open_voice_tab(barge_browser, barge_server)
     try:
-        page.locator("#voice-start").click()
-        wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 45,
-                   every=0.2, what="the first question")
-        first = wait_until(lambda: page.evaluate("() => window.__fvLink.plays[0]"), 20, every=0.1,
-                           what="the first answer to be playing")
+        first = first_answer_playing(page)
         heard = []
 
         def second():
@@ -250,7 +255,42 @@ def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barg
         except AssertionError as e:
             raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
         hushes = page.evaluate("() => window.__fvLink.hushes")
-        assert any(h["at"] > first and h["stopped"] > 0 for h in hushes), f"the first answer was never stopped: {hushes}"
+        assert any(h["at"] > first and h["stopped"] > 0 for h in hushes), f"the first answer never stopped: {hushes}"
         screenshot(page, "voice-barge-in")
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def cough_browser(browser, tmp_path_factory):
+    """Chromium whose fake microphone says QUESTION and, 4 s after it (the answer is being spoken then), a 200 ms
+    "hey": 0.18 s of speech to the app's Silero VAD, past voice_barge_in_ms (150), short of min_speech_ms (250)."""
+    from fastvlm.speech.audio import read_wav, write_wav
+    from fastvlm.speech.espeak import find_backend
+
+    folder = tmp_path_factory.mktemp("cough")
+    rate, a = read_wav(write_question(folder / "first.wav", lead_s=0.5, tail_s=4.0))
+    find_backend().write("Hey", "en-us", 160, folder / "hey.wav")
+    hey_rate, hey = read_wav(folder / "hey.wav")
+    assert hey_rate == rate, (hey_rate, rate)
+    hey = hey[np.flatnonzero(np.abs(hey) > 600)[0]:][: rate // 5]  # from its first sound, 200 ms
+    write_wav(folder / "cough.wav", rate, np.concatenate([a, hey, np.zeros(rate * 20, np.int16)]))
+    chromium = another_chromium(browser, write_y4m(folder / "camera.y4m"), folder / "cough.wav")
+    yield chromium
+    chromium.close()
+
+
+def test_a_sound_too_short_to_be_a_question_holds_the_answer_and_it_plays_on(cough_browser, barge_server):
+    context, page = open_voice_tab(cough_browser, barge_server)
+    try:
+        first = first_answer_playing(page)
+        hold = wait_until(lambda: [h for h in page.evaluate("() => window.__fvLink.holds") if h["resumed"]], 20,
+                          every=0.1, what="the answer held over the 'hey' and played on")[0]
+        assert first < hold["at"] < hold["resumed"] and hold["sounding"] > 0, hold
+        assert hold["resumed"] - hold["at"] < 2000, hold  # resumed soon after the sound ended (voice_resume_s)
+        line = page.evaluate("() => window.__fvLink")
+        assert not [h for h in line["hushes"] if h["at"] > first and h["stopped"]], line["hushes"]  # never dropped
+        assert page.evaluate("() => document.querySelector('#voice-transcript textarea').value").lower().count(
+            "holding") == 1  # no new question was taken
     finally:
         context.close()

@@ -28,7 +28,7 @@ class FastvlmPcm extends AudioWorkletProcessor {
 }
 registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   const MAX_BUFFERED = 4 << 20;  // bytes waiting in the socket before frames are dropped (~2 min of audio)
-  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], sounding: [],
+  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], holds: [], sounding: [],
                              closed: null};
   const wall = () => performance.timeOrigin + performance.now();
   let line = null;
@@ -57,6 +57,19 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     for (const src of L.sources) { try { src.stop(); } catch (e) { /* already ended */ } }
     L.sources.clear();
     L.nextAt = 0;
+    if (L.player.state === 'suspended') L.player.resume();  // a held sound is dropped: the next turn plays
+  }
+
+  function hold(L) {  // speech over the answer, not yet a question: its sound stands still where it is
+    if (L.player.state !== 'running') return;
+    S.holds.push({at: wall(), sounding: L.sources.size, resumed: null});
+    L.player.suspend();
+  }
+
+  function playOn(L) {  // the speech over it ended short of a question (a cough): the answer goes on
+    if (L.player.state !== 'suspended') return;
+    if (S.holds.length) S.holds[S.holds.length - 1].resumed = wall();
+    L.player.resume();
   }
 
   function play(L, turn, buffer) {
@@ -90,6 +103,8 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
       if (msg.type === 'start') click('voice-heard-start');
       else if (msg.type === 'ask') click('voice-heard-end');
       else if (msg.type === 'hush') hush(L, msg.turn);
+      else if (msg.type === 'pause') hold(L);
+      else if (msg.type === 'resume') playOn(L);
       return;
     }
     const head = new DataView(data), turn = head.getUint32(0, true), rate = head.getUint32(4, true);

@@ -9,6 +9,7 @@ sentence. The line replaces both for hands-free voice:
   clicks #voice-heard-start / #voice-heard-end ◄──  {"type": "start"} / {"type": "ask"}   (Gradio events answer)
                                                    (the question's frame is prepared here, from its first sound)
   stops every sound of turns < n at once       ◄──  {"type": "hush", "turn": n}            (every interrupt)
+  holds / plays on what it plays               ◄──  {"type": "pause"} / {"type": "resume"}  (speech over it)
   plays each sentence after the last              ◄── binary: turn, rate (uint32 LE) + 16-bit PCM (rate 0: an MP3)
   a turn's sound begins after a silence           ──►  {"type": "sounding", "turn": n}  (times the echo rule)
 
@@ -83,8 +84,7 @@ class VoiceLink:
         sound of speech on; again when the question is sure to have started, in case the engine was busy)."""
         self.session = session
         self.settings = settings
-        self.barge_in = None if not settings.voice_barge_in else BargeIn(
-            settings.voice_barge_in_ms / 1000, settings.voice_echo_settle_s, settings.voice_echo_speech_ms)
+        self.barge_in = BargeIn.of(settings) if settings.voice_barge_in else None
         self.prepare = prepare
         self.rate = 16_000
         self.opened = time.monotonic()
@@ -167,6 +167,10 @@ class VoiceLink:
     def hush(self, turn: int) -> None:
         """Stop every sound of the turns before `turn` at once (a new question, barge-in, Stop)."""
         self._send({"type": "hush", "turn": turn})
+
+    def hold(self, held: bool) -> None:
+        """Hold the sound where it is (speech over it, not yet a question), or play on (it ended short of one)."""
+        self._send({"type": "pause" if held else "resume"})
 
     def _send(self, message: dict | bytes) -> None:
         if self.closed:

@@ -13,6 +13,7 @@ from fastvlm.speech import SpeechOnset, SpeechStarted, TurnEvent, UtteranceEnded
 from fastvlm.speech.audio import RATE
 from fastvlm.speech.turn import TurnLikelyEnded, TurnResumed
 
+from ..settings import AppSettings
 from .session import VoiceSession
 
 
@@ -20,9 +21,16 @@ from .session import VoiceSession
 class BargeIn:
     """Speech over a playing answer stops it and is the next question (echo cancellation keeps the answer out)."""
 
-    hush_s: float | None = None  # this much speech silences the line before it is a question (None: only a question)
+    hush_s: float | None = None  # this much speech holds the answer's sound before it is a question (None: only a
+    # question stops it)
     echo_settle_s: float = 0.0  # speech that begins this soon after the answer starts to sound (the canceller
     echo_speech_ms: int = 0  # lets a burst of it through, docs/voice.md) must last this long to stop it
+    resume_s: float = 0.2  # held speech that ends short of a question (a cough): the sound goes on after this quiet
+
+    @classmethod
+    def of(cls, settings: AppSettings) -> BargeIn:
+        return cls(settings.voice_barge_in_ms / 1000, settings.voice_echo_settle_s, settings.voice_echo_speech_ms,
+                   settings.voice_resume_s)
 
 
 def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_margin_s: float,
@@ -48,10 +56,6 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     b = barge_in
     d.strict_ms = b.echo_speech_ms if b and playing and session.opening(now, b.echo_settle_s) else None
     events = taker.feed(RATE, audio) + taker.settle(settle_s)
-    if b and b.hush_s is not None and playing and session.link is not None and d.onset_s >= b.hush_s \
-            and not d.onset_strict:
-        session.link.hush(session.turn + 1)  # what plays stops now; the next turn's answer will sound
-        session.playing_until = 0.0
     session.chunks += 1
     session.heard_s += audio.size / RATE
 
@@ -77,7 +81,28 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
                 session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
             elif session.push is not None:
                 session.push()  # what is ready of the answer begun at the verdict sounds now
+    if b is not None and b.hush_s is not None and session.link is not None:
+        _hold_or_release(session, d, b, playing, now)
     return events
+
+
+def _hold_or_release(session: VoiceSession, d, b: BargeIn, playing: bool, now: float) -> None:
+    """Speech over a playing answer holds its sound at once (`hush_s` of it, outside the echo window); if it
+    becomes a question, the interrupt's hush drops the held sound (`VoiceSession.interrupt` ends the hold), and
+    if it ends short of one, the sound goes on from where it was held after `resume_s` of quiet."""
+    if session.sound_held_at is None:
+        if playing and d.onset_s >= b.hush_s and not d.onset_strict:
+            session.link.hold(True)
+            session.sound_held_at, session.quiet_from = now, None
+        return
+    if d.onset_s > 0:  # still speech, not yet a question
+        session.quiet_from = None
+    elif session.quiet_from is None:
+        session.quiet_from = session.heard_s
+    elif session.heard_s - session.quiet_from >= b.resume_s:
+        session.link.hold(False)
+        session.playing_until += now - session.sound_held_at  # the page's clock stood still meanwhile
+        session.sound_held_at = session.quiet_from = None
 
 
 def record(session: VoiceSession, sample_rate: int, samples: np.ndarray, clock=time.monotonic) -> None:

@@ -108,7 +108,11 @@ class PageLine(Protocol):
         ...
 
     def hush(self, turn: int) -> None:
-        """Stop every sound of the turns before `turn` at once."""
+        """Stop every sound of the turns before `turn` at once (a held sound too)."""
+        ...
+
+    def hold(self, held: bool) -> None:
+        """Hold what plays where it is (someone may be speaking over it), or play on; a hush drops what is held."""
         ...
 
     def close(self) -> None: ...
@@ -163,6 +167,8 @@ class VoiceSession:
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
+    sound_held_at: float | None = None  # monotonic time the page was told to hold the sound (speech over it)
+    quiet_from: float | None = None  # while held: `heard_s` when the speech over it stopped short of a question
     first_sound_from: float | None = None  # the current turn's end of speech, until its first sentence plays
     files: list[Path] = field(default_factory=list)  # spoken answer files, oldest first
     phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
@@ -185,7 +191,7 @@ class VoiceSession:
     def interrupt(self) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more."""
         self.turn += 1
-        self.held_end_s = None
+        self.held_end_s = self.sound_held_at = self.quiet_from = None
         if self.speech is not None:
             self.speech.close()
         if self.link is not None:

@@ -202,8 +202,8 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
 def barge_in(page, turns: int, timeout_s: float) -> dict:
     """Hands-free while the fake microphone asks a question every few seconds (media.SpokenQuestions with slots
     shorter than an answer's speech), so each question after the first is spoken over the answer to the one before.
-    Per answer cut off: the new question's speech start (the page's microphone stream) -> the voice line's hush
-    stopping the sound (ui/voice/link.js); and every transcript the page showed."""
+    Per answer cut off: the new question's speech start (the page's microphone stream) -> the voice line holding
+    or hushing the sound (ui/voice/link.js); and every transcript the page showed."""
     page.get_by_role("tab", name="Voice + camera").click()
     pg.watch(page, "transcript", "#voice-transcript textarea")
     page.locator("#voice-start").click()
@@ -217,21 +217,25 @@ def barge_in(page, turns: int, timeout_s: float) -> dict:
 
 
 def _barge_rows(page) -> list[dict]:
-    return barge_rows(pg.recorded(page), page.evaluate("() => window.__fvLink.hushes"))
+    line = page.evaluate("() => [window.__fvLink.hushes, window.__fvLink.holds]")
+    return barge_rows(pg.recorded(page), *line)
 
 
-def barge_rows(rec: dict, hushes: list[dict]) -> list[dict]:
-    """One row per hush that stopped a sound: the question's speech start (the page's microphone stream) -> the
-    hush, and how long after the answer's last piece began to sound the question began (`after_sound_s`; the
-    bench's answers are one piece each, so the answer's first sound): within the app's
+def barge_rows(rec: dict, hushes: list[dict], holds: list[dict] = ()) -> list[dict]:
+    """One row per question that stopped a sound: its speech start (the page's microphone stream) -> the first
+    moment the sound stood still after it, a hold (`voice_barge_in_ms` of speech; not one that played on) or a
+    hush (the question), and how long after the answer's last piece began to sound the question began
+    (`after_sound_s`; the bench's answers are one piece each, so the answer's first sound): within the app's
     `voice_echo_settle_s` (0.6 s) speech must last `voice_echo_speech_ms` (0.4 s) to stop an answer, by design
     (the echo guard), so such a row takes at least that long."""
-    rows = []
-    for hush in hushes:
-        at = hush["at"] / 1000
+    stills = sorted([(h["at"] / 1000, h["stopped"], "hush") for h in hushes if h["stopped"]]
+                    + [(h["at"] / 1000, h["sounding"], "hold") for h in holds if h["sounding"] and not h["resumed"]])
+    rows, taken = [], set()
+    for at, stopped, how in stills:
         start = max((s for s in rec["speech_starts"] if s < at), default=None)
-        if hush["stopped"] and start is not None:
+        if start is not None and start not in taken:
+            taken.add(start)
             sound = max((t for t in rec["plays"] if t < start), default=None)
-            rows.append({"stop_s": at - start, "sounds_stopped": hush["stopped"],
+            rows.append({"stop_s": at - start, "sounds_stopped": stopped, "by": how,
                          "after_sound_s": None if sound is None else start - sound})
     return rows

@@ -114,6 +114,15 @@ def test_barge_rows_say_how_long_after_the_answer_sounded_each_question_began():
         "after_sound_s"] is None
 
 
+def test_a_barge_in_row_stops_at_the_hold_and_a_hold_that_played_on_is_no_stop():
+    rec = {"speech_starts": [5.0, 9.0], "plays": [3.0]}
+    holds = [{"at": 5_160.0, "sounding": 1, "resumed": None},  # the question: held, then hushed
+             {"at": 9_160.0, "sounding": 1, "resumed": 9_500.0}]  # a cough: held, then played on
+    hushes = [{"at": 5_300.0, "stopped": 1}]
+    rows = walks.barge_rows(rec, hushes, holds)
+    assert [(r["stop_s"], r["by"]) for r in rows] == [(pytest.approx(0.16), "hold")]
+
+
 def test_without_chromium_the_bench_fails_with_one_line_naming_the_fix(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "CHROMIUM": str(tmp_path / "no-chromium"), "HOME": str(tmp_path)}
     run = subprocess.run([sys.executable, "-m", "fastvlm", "bench", "--journeys", "--browser", "--no-download",

@@ -261,18 +261,33 @@ def test_a_pause_mid_question_is_answered_once_with_the_whole_question(tmp_path)
     assert session.held_end_s is None and session.utterance.audio.size > 1.5 * RATE  # the whole question
 
 
-def test_speech_over_a_playing_answer_silences_the_page_before_it_counts_as_a_question(tmp_path):
+def test_speech_over_a_playing_answer_holds_its_sound_before_it_counts_as_a_question(tmp_path):
     models = make_models(tmp_path)
     session = asked(models)
     link, sent = on_line(session)
     turn, session.playing_until = session.turn, time.monotonic() + 10  # a sentence is playing
     for frame in np.split(voice(0.16), 4):  # 160 ms of speech: short of min_speech_ms (250)
         link.hear(pcm(frame))
-    assert sent == [{"type": "hush", "turn": turn + 1}]  # the sound stops now; nothing else yet
-    assert session.turn == turn and session.playing_until == 0.0  # not yet a question: decoding goes on
+    assert sent == [{"type": "pause"}]  # the sound stands still now; nothing else yet
+    assert session.turn == turn and session.sound_held_at is not None  # not yet a question: decoding goes on
     for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer is interrupted
         link.hear(pcm(frame))
     assert [m["type"] for m in sent[1:]] == ["hush", "start"] and session.turn == turn + 1
+    assert session.sound_held_at is None and session.barge_ins == 1
+
+
+def test_a_cough_over_a_playing_answer_holds_its_sound_and_then_lets_it_play_on(tmp_path):
+    models = make_models(tmp_path)
+    session = asked(models)
+    link, sent = on_line(session)
+    until = time.monotonic() + 10
+    turn, session.playing_until = session.turn, until  # a sentence is playing
+    clip = np.concatenate([voice(0.2), np.zeros(RATE // 2)])  # 200 ms of sound, then quiet
+    for frame in np.split(clip, 14):
+        link.hear(pcm(frame))
+    assert [m["type"] for m in sent] == ["pause", "resume"] and session.turn == turn  # the same answer goes on
+    assert session.sound_held_at is None and session.barge_ins == 0 and session.questions == 1
+    assert session.playing_until > until  # it ends later by as long as it was held
 
 
 def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_stop_it(tmp_path):
@@ -295,7 +310,7 @@ def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_st
     turn, session.sound_from, session.playing_until = session.turn, now - 5, now + 10  # 5 s into its sound
     for frame in np.split(voice(0.32), 8):
         link.hear(pcm(frame))
-    assert [m["type"] for m in sent] == ["hush", "hush", "start"] and session.turn == turn + 1
+    assert [m["type"] for m in sent] == ["pause", "hush", "start"] and session.turn == turn + 1
 
 
 def test_the_echo_window_opens_when_the_page_says_the_sound_began_not_when_it_was_sent(tmp_path):

@@ -164,10 +164,8 @@ def test_a_new_question_stops_the_answer_that_is_still_streaming(tmp_path):
     for i in range(0, RATE, 1600):  # the person talks over the answer, in 0.1 s microphone chunks
         events += listen(session, RATE, voice(1.0)[i:i + 1600], SETTINGS.voice_echo_margin_s)
     assert any(isinstance(e, SpeechStarted) for e in events)
-    t = time.monotonic()
     list(turn)  # stops at its next token
-    assert time.monotonic() - t < 0.5 and not engine.busy
-    assert engine.lm.evaluated < 200 and not engine.lm.generating.is_set()
+    assert engine.lm.evaluated < 200 and not engine.busy and not engine.lm.generating.is_set()
     assert session.speech.done  # and says nothing more
 
 

@@ -158,9 +158,8 @@ def test_stop_ends_the_answer_and_silences_the_speaker(tmp_path):
     updates = answer(engine, models, session, SETTINGS)
     next(updates), next(updates)
     status, speaker = stop(session)
-    t = time.monotonic()
     list(updates)
-    assert time.monotonic() - t < 0.3 and not engine.busy
+    assert engine.lm.evaluated < 100 and not engine.busy  # stopped at its next token, not after its 300
     assert speaker is None and "Press Start" in status and not session.listening
 
 

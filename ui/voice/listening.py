@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fastvlm.speech import SpeechOnset, SpeechStarted, TurnEvent, UtteranceEnded, to_mono_16k
+from fastvlm.speech import SpeechOnset, SpeechStarted, TurnDetector, TurnEvent, UtteranceEnded, to_mono_16k
 from fastvlm.speech.audio import RATE
 from fastvlm.speech.turn import TurnLikelyEnded, TurnResumed
 
@@ -21,7 +21,7 @@ from .session import VoiceSession
 class BargeIn:
     """Speech over a playing answer stops it and is the next question (echo cancellation keeps the answer out)."""
 
-    hush_s: float | None = None  # this much speech holds the answer's sound before it is a question (None: only a
+    hold_s: float | None = None  # this much speech holds the answer's sound before it is a question (None: only a
     # question stops it)
     echo_settle_s: float = 0.0  # speech that begins this soon after the answer starts to sound (the canceller
     echo_speech_ms: int = 0  # lets a burst of it through, docs/voice.md) must last this long to stop it
@@ -81,17 +81,17 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
                 session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
             elif session.push is not None:
                 session.push()  # what is ready of the answer begun at the verdict sounds now
-    if b is not None and b.hush_s is not None and session.link is not None:
+    if b is not None and b.hold_s is not None and session.link is not None:
         _hold_or_release(session, d, b, playing, now)
     return events
 
 
-def _hold_or_release(session: VoiceSession, d, b: BargeIn, playing: bool, now: float) -> None:
-    """Speech over a playing answer holds its sound at once (`hush_s` of it, outside the echo window); if it
+def _hold_or_release(session: VoiceSession, d: TurnDetector, b: BargeIn, playing: bool, now: float) -> None:
+    """Speech over a playing answer holds its sound at once (`hold_s` of it, outside the echo window); if it
     becomes a question, the interrupt's hush drops the held sound (`VoiceSession.interrupt` ends the hold), and
     if it ends short of one, the sound goes on from where it was held after `resume_s` of quiet."""
     if session.sound_held_at is None:
-        if playing and d.onset_s >= b.hush_s and not d.onset_strict:
+        if playing and d.onset_s >= b.hold_s and not d.onset_strict:
             session.link.hold(True)
             session.sound_held_at, session.quiet_from = now, None
         return

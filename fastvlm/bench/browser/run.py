@@ -41,13 +41,15 @@ NOTES = {
              "(since 2026-12-03; repeated to ~13 s, as long as the random tokens sounded: media.ReferenceSpeaker)",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
                 "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
-                "stopping the answer's sound on the voice line's hush; after_sound_s: the question's speech start "
-                "after the answer began to sound (the page's Web Audio start). in_echo_window: stops whose question "
-                "began within the app's voice_echo_settle_s of that, which must hear voice_echo_speech_ms of speech "
-                "to stop it (the echo guard, docs/voice.md), so take at least that long",
+                "stopping the answer's sound (by: the voice line's hold, since 2026-12-03, or hush); after_sound_s: "
+                "the question's speech start after the answer began to sound (the page's Web Audio start). "
+                "in_echo_window: stops whose question began within the app's voice_echo_settle_s of that, which must "
+                "hear voice_echo_speech_ms of speech to stop it (the echo guard, docs/voice.md), so take at least "
+                "that long",
     "echo": "--echo: the page's speaker looped into its microphone at full level (a PulseAudio sink and its "
             "monitor), questions played into it by paplay, then nobody speaks while each answer plays: stopped = "
-            "answers barge-in cut off; echo_control: the same with the page's echo cancellation off",
+            "answers barge-in cut off (held_and_played_on: held over a sound, then played on); echo_control: the "
+            "same with the page's echo cancellation off",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }

@@ -87,11 +87,13 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
 
 
 def _hold_or_release(session: VoiceSession, d: TurnDetector, b: BargeIn, playing: bool, now: float) -> None:
-    """Speech over a playing answer holds its sound at once (`hold_s` of it, outside the echo window); if it
-    becomes a question, the interrupt's hush drops the held sound (`VoiceSession.interrupt` ends the hold), and
-    if it ends short of one, the sound goes on from where it was held after `resume_s` of quiet."""
+    """Speech over a playing answer holds its sound at once (`hold_s` of it; in the echo window, as long as a
+    question needs elsewhere, `min_speech_ms`: the canceller's bursts there are shorter); if it becomes a question,
+    the interrupt's hush drops the held sound (`VoiceSession.interrupt` ends the hold), and if it ends short of
+    one, the sound goes on from where it was held after `resume_s` of quiet."""
     if session.sound_held_at is None:
-        if playing and d.onset_s >= b.hold_s and not d.onset_strict:
+        hold_s = d.config.min_speech_ms / 1000 if d.onset_strict else b.hold_s
+        if playing and d.onset_s >= hold_s:
             session.link.hold(True)
             session.sound_held_at, session.quiet_from = now, None
         return

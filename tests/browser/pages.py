@@ -29,6 +29,22 @@ def wait_until(predicate, timeout: float = 15.0, every: float = 0.05, what: str 
         time.sleep(every)
 
 
+def wait_for_text(page, read, accept, timeout: float, what: str, every: float = 0.05) -> str:
+    """Poll `read()` (a text on the page) until `accept(text)`; that text is returned. On a timeout the error
+    names every text seen meanwhile and the toasts on screen."""
+    seen = []
+
+    def accepted() -> bool:
+        seen.append(read())
+        return accept(seen[-1])
+
+    try:
+        wait_until(accepted, timeout, every, what)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; seen {sorted(set(seen))}; toasts: {toasts(page)}") from e
+    return seen[-1]
+
+
 def wait_settled(engine, timeout: float = 10.0) -> None:
     """Until `engine` is idle, and still idle a moment later: not caught between two prepares in a row."""
     for _ in range(2):

@@ -9,7 +9,7 @@ import pytest
 
 from fastvlm.bench.browser.serve import another_chromium
 from tests.browser.conftest import SlowLM, _free_port, write_y4m
-from tests.browser.pages import screenshot, toasts, wait_toast, wait_until
+from tests.browser.pages import screenshot, wait_for_text, wait_toast, wait_until
 from tests.installed import skip_missing
 
 pytestmark = pytest.mark.browser
@@ -87,16 +87,8 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         applied = wait_until(lambda: page.evaluate("() => window.__fvCapture && window.__fvCapture.getSettings()"),
                              10, what="the microphone opened through the app's capture constraints")
         assert applied["echoCancellation"] is True, applied  # the app's constraints (Gradio asks for audio: true)
-        heard = []
-
-        def transcript():
-            heard.append(page.locator("#voice-transcript textarea").input_value())
-            return "holding" in heard[-1].lower()
-
-        try:
-            wait_until(transcript, 45, every=0.2, what="the question in the transcript")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
+        transcript = page.locator("#voice-transcript textarea").input_value
+        wait_for_text(page, transcript, lambda t: "holding" in t.lower(), 45, "the question in the transcript", 0.2)
         wait_until(lambda: page.locator("#voice-answer textarea").input_value().strip(), 20, what="the answer")
         # the answer's sentences arrive over the page's voice line and play through Web Audio (ui/voice/link.js)
         line = wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and s["plays"] and s, 20,
@@ -107,16 +99,8 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         # the sentence goes over the line the moment it is spoken; its page update (the voice that spoke) comes
         # with the answer's next update, up to voice_update_s later (meanwhile the element may show Gradio's
         # pending timer, "0.1s": wait for the line itself)
-        shown = []
-
-        def voice_line():
-            shown.append(page.locator("#voice-engine").inner_text().strip())
-            return shown[-1] if shown[-1].startswith("Voice:") else None
-
-        try:
-            engine_line = wait_until(voice_line, 10, what="the voice that spoke the answer")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; shown {sorted(set(shown))}") from e
+        engine_line = wait_for_text(page, lambda: page.locator("#voice-engine").inner_text().strip(),
+                                    lambda t: t.startswith("Voice:"), 10, "the voice that spoke the answer")
         assert "espeak-ng" in engine_line or "edge-tts" in engine_line, engine_line
         readout = wait_until(lambda: (t := page.locator("#voice-readout").inner_text()) and "…" not in t and t, 10,
                              what="the readout's first sound")
@@ -244,16 +228,9 @@ def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barg
     context, page = open_voice_tab(barge_browser, barge_server)
     try:
         first = first_answer_playing(page)
-        heard = []
-
-        def second():
-            heard.append(page.locator("#voice-transcript textarea").input_value())
-            return "square" in heard[-1].lower()
-
-        try:  # deaf while it speaks (no barge-in), the second question would never be heard
-            wait_until(second, 30, every=0.1, what="the question asked over the answer, in the transcript")
-        except AssertionError as e:
-            raise AssertionError(f"{e}; heard {sorted(set(heard))}; toasts: {toasts(page)}") from e
+        # deaf while it speaks (no barge-in), the second question would never be heard
+        wait_for_text(page, page.locator("#voice-transcript textarea").input_value, lambda t: "square" in t.lower(),
+                      30, "the question asked over the answer, in the transcript", 0.1)
         hushes = page.evaluate("() => window.__fvLink.hushes")
         assert any(h["at"] > first and h["stopped"] > 0 for h in hushes), f"the first answer never stopped: {hushes}"
         screenshot(page, "voice-barge-in")

@@ -135,8 +135,8 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
 
 
 def _answer(page, question: str, wav: Path, listen_s: float) -> dict:
-    count = "() => [window.__fvLink.hushes.length, window.__fv.plays.length]"
-    hushes, plays = page.evaluate(count)
+    count = "() => [window.__fvLink.hushes.length, window.__fv.plays.length, window.__fvLink.holds.length]"
+    hushes, plays, holds = page.evaluate(count)
     subprocess.run(["paplay", f"--device={SINK}", str(wav)], check=True, timeout=30)
     asked = time.time()
     end = asked + 30
@@ -146,11 +146,12 @@ def _answer(page, question: str, wav: Path, listen_s: float) -> dict:
     first = rec["plays"][plays] if len(rec["plays"]) > plays else None
     if first is not None:
         time.sleep(listen_s)  # the answer plays; nobody speaks
-    stops = [h["at"] / 1000 for h in page.evaluate("() => window.__fvLink.hushes")[hushes:] if h["stopped"]]
-    held = [h for h in page.evaluate("() => window.__fvLink.holds") if h["at"] / 1000 > asked and h["sounding"]]
+    line = page.evaluate("() => window.__fvLink")
+    stops = [h["at"] / 1000 for h in line["hushes"][hushes:] if h["stopped"]]
+    played_on = sum(1 for h in line["holds"][holds:] if h["sounding"] and h["resumed"])  # held over a burst
     # the question's own transcript is shown while its recording's trailing silence plays: what comes after is
     # what the page heard from the room meanwhile (the answer's echo, if the canceller let it through)
     heard = sorted({text for t, key, text in pg.recorded(page)["log"] if key == "transcript" and t > asked})
     return {"question": question, "sounded": first is not None, "stops": len(stops),
-            "held_and_played_on": sum(1 for h in held if h["resumed"]),  # a burst over the answer, not a question
+            "held_and_played_on": played_on,
             "stops_after_first_sound_s": [round(t - first, 2) for t in stops] if first else [], "heard_after": heard}

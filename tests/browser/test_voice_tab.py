@@ -164,11 +164,12 @@ SECOND = "What color is the square?"
 
 @pytest.fixture(scope="module")
 def barge_browser(browser, tmp_path_factory):
-    """Chromium whose fake microphone says QUESTION, waits 7 s (the answer is being spoken then), says SECOND."""
+    """Chromium whose fake microphone says QUESTION, waits 11 s (the answer is being spoken then: it begins 3-8 s
+    after the question, 8 s on a cold first run), says SECOND."""
     from fastvlm.speech.audio import read_wav, write_wav
 
     folder = tmp_path_factory.mktemp("barge")
-    first = write_question(folder / "first.wav", lead_s=0.5, tail_s=7.0)
+    first = write_question(folder / "first.wav", lead_s=0.5, tail_s=11.0)
     rate, a = read_wav(first)
     backend_wav = folder / "second-spoken.wav"
     from fastvlm.speech.espeak import find_backend
@@ -183,7 +184,7 @@ def barge_browser(browser, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def barge_server(voice_server_parts):
-    yield voice_server_parts(voice_max_new_tokens=60)  # a long answer: still spoken when SECOND is asked
+    yield voice_server_parts(voice_max_new_tokens=200)  # a long answer: still spoken when SECOND is asked
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +261,7 @@ def cough_browser(browser, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cough_server(voice_server_parts):
-    """A long answer (still sounding 10 s on), held by 100 ms of speech: the "hey" is well past that and well short
+    """barge_server's long answer, held by 100 ms of speech: the "hey" is well past that and well short
     of a question (min_speech_ms, 250), where the default 150 ms sat within the VAD's 40 ms steps of it."""
     yield voice_server_parts(voice_max_new_tokens=200, voice_barge_in_ms=100)
 

@@ -70,6 +70,7 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
                 session.question_frame = session.frame
             session.starts += 1
             if playing or (session.speech is not None and not session.speech.done):
+                session.question_over_sound()  # a held sound waits for the question's words
                 session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
             session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
         elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
@@ -88,23 +89,23 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
 
 def _hold_or_release(session: VoiceSession, d: TurnDetector, b: BargeIn, playing: bool, now: float) -> None:
     """Speech over a playing answer holds its sound at once (`hold_s` of it; in the echo window, as long as a
-    question needs elsewhere, `min_speech_ms`: the canceller's bursts there are shorter); if it becomes a question,
-    the interrupt's hush drops the held sound (`VoiceSession.interrupt` ends the hold), and if it ends short of
+    question needs elsewhere, `min_speech_ms`: the canceller's bursts there are shorter). If it becomes a question,
+    the question's words decide (`answer_turn`: dropped, or played on when there were none); if it ends short of
     one, the sound goes on from where it was held after `resume_s` of quiet."""
-    if session.sound_held_at is None:
+    held = session.held
+    if held is None:
         hold_s = d.config.min_speech_ms / 1000 if d.onset_strict else b.hold_s
         if playing and d.onset_s >= hold_s:
-            session.link.hold(True)
-            session.sound_held_at, session.quiet_from = now, None
+            session.hold_sound(now)
+        return
+    if held.until is not None:  # a question: its words decide
         return
     if d.onset_s > 0:  # still speech, not yet a question
-        session.quiet_from = None
-    elif session.quiet_from is None:
-        session.quiet_from = session.heard_s
-    elif session.heard_s - session.quiet_from >= b.resume_s:
-        session.link.hold(False)
-        session.playing_until += now - session.sound_held_at  # the page's clock stood still meanwhile
-        session.sound_held_at = session.quiet_from = None
+        held.quiet_from = None
+    elif held.quiet_from is None:
+        held.quiet_from = session.heard_s
+    elif session.heard_s - held.quiet_from >= b.resume_s:
+        session.play_on(now)
 
 
 def record(session: VoiceSession, sample_rate: int, samples: np.ndarray, clock=time.monotonic) -> None:

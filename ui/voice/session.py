@@ -141,6 +141,16 @@ def _secs(t: float | None) -> str:
 
 
 @dataclass
+class HeldSound:
+    """The page holds the answer's sound where it stands: someone is speaking over it."""
+
+    at: float  # monotonic time the page was told to hold it
+    quiet_from: float | None = None  # `heard_s` when the speech over it stopped short of a question
+    until: float | None = None  # the speech became a question: when the sound would have ended (its words decide
+    # whether it is dropped or plays on, `answer_turn`; meanwhile `playing_until` is 0)
+
+
+@dataclass
 class Utterance:
     audio: np.ndarray  # (n,) float32 mono 16 kHz
     frame: np.ndarray | None  # the camera frame taken when the person started speaking
@@ -167,8 +177,7 @@ class VoiceSession:
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
-    sound_held_at: float | None = None  # monotonic time the page was told to hold the sound (speech over it)
-    quiet_from: float | None = None  # while held: `heard_s` when the speech over it stopped short of a question
+    held: HeldSound | None = None  # the page holds the answer's sound (speech over it)
     first_sound_from: float | None = None  # the current turn's end of speech, until its first sentence plays
     files: list[Path] = field(default_factory=list)  # spoken answer files, oldest first
     phase: str = "ready"  # what the page says: ready, listening, hearing, thinking, speaking
@@ -184,19 +193,48 @@ class VoiceSession:
         self.heard_s, self.chunks = 0.0, 0
 
     def stop(self) -> None:
-        self.listening = False
+        self.listening, self.held = False, None
         self.interrupt()
         self.playing_until = 0.0
 
     def interrupt(self) -> None:
-        """A new question or Stop: the running answer stops at its next token and says no more."""
+        """A new question or Stop: the running answer stops at its next token and says no more. What the page
+        has of it is dropped too, unless it is held for a question whose words are not known yet."""
         self.turn += 1
-        self.held_end_s = self.sound_held_at = self.quiet_from = None
+        self.held_end_s = None
         if self.speech is not None:
             self.speech.close()
+        if self.held is None or self.held.until is None:
+            self.drop_sound()
+
+    def drop_sound(self) -> None:
+        """The page stops every sound of the turns before this one at once, a held one too."""
+        self.held = None
         if self.link is not None:
-            self.link.hush(self.turn)  # the page stops what it plays at once
+            self.link.hush(self.turn)
             self.playing_until = 0.0
+
+    def hold_sound(self, now: float) -> None:
+        """Someone speaks over the answer: the page holds its sound where it stands."""
+        if self.link is not None:
+            self.link.hold(True)
+            self.held = HeldSound(now)
+
+    def question_over_sound(self) -> None:
+        """The speech over the held sound became a question: the sound waits for its words (no words: it was a
+        false interruption, `play_on`; words: `drop_sound`)."""
+        if self.held is not None:
+            self.held.until, self.held.quiet_from = self.playing_until, None
+
+    def play_on(self, now: float) -> bool:
+        """The held sound goes on from where it stood; False if none was held."""
+        held, self.held = self.held, None
+        if held is None or self.link is None:
+            return False
+        self.link.hold(False)
+        until = self.playing_until if held.until is None else held.until
+        self.playing_until = until + now - held.at  # the page's clock stood still meanwhile
+        return True
 
     def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None,
             held_end_s: float | None = None) -> None:

@@ -25,7 +25,7 @@ from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .link import VoiceLinks
 from .listening import record
 from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
-from .turn import Answering, Heard, NotHeard, Said, Silent, VoiceEvent, answer_turn, speak_rest
+from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,7 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retr
 
 
 def push_to_talk_started(session: VoiceSession) -> tuple:
+    session.held = None  # a sound held over speech is dropped too: this is a question
     session.interrupt()
     session.question_frame, session.starts = session.frame, session.starts + 1
     session.phase = "hearing"
@@ -191,6 +192,10 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             gr.Warning(toast_text(ev.message), title="Nothing asked")
             session.phase = _idle(session)
             yield {"status": status_html(session.phase)}
+        elif isinstance(ev, PlaysOn):  # the answer that was playing goes on; no toast over it
+            log.info("speech over the answer had no words (%s): it plays on", ev.message)
+            session.phase = "speaking"
+            yield {"status": status_html("speaking")}
         elif isinstance(ev, Answering):
             yield {"answer": ev.part.text, "readout": readout(session.times)}
         elif isinstance(ev, Said):

@@ -50,6 +50,14 @@ class NotHeard:
 
 
 @dataclass(frozen=True)
+class PlaysOn:
+    """Speech over the answer had no words (a false interruption): the answer it held plays on, and `message`
+    says what was not heard."""
+
+    message: str
+
+
+@dataclass(frozen=True)
 class Answering:
     part: Partial
 
@@ -71,7 +79,7 @@ class Silent:
     reason: str
 
 
-VoiceEvent = Heard | NotHeard | Answering | Said | Silent
+VoiceEvent = Heard | NotHeard | PlaysOn | Answering | Said | Silent
 
 
 # -- speaking ---------------------------------------------------------------------------------------------------
@@ -93,9 +101,11 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
         return
     turn, session.times, session.warned_silent = session.turn, TurnTimes(), False
     heard = _transcribe(models.transcriber, u)
-    if isinstance(heard, NotHeard):
-        yield heard
+    if isinstance(heard, NotHeard):  # over a held answer: it was no question, the answer goes on
+        yield PlaysOn(heard.message) if session.turn == turn and session.play_on(clock()) else heard
         return
+    if session.held is not None:  # a question over the answer: what the page holds of it is dropped
+        session.drop_sound()
     session.times.stt_s, session.times.asked_s = heard.elapsed_s, u.asked_at - u.ended_at
     yield Heard(heard)
     if u.frame is None:

@@ -268,11 +268,11 @@ def test_speech_over_a_playing_answer_holds_its_sound_before_it_counts_as_a_ques
     for frame in np.split(voice(0.16), 4):  # 160 ms of speech: short of min_speech_ms (250)
         link.hear(pcm(frame))
     assert sent == [{"type": "pause"}]  # the sound stands still now; nothing else yet
-    assert session.turn == turn and session.sound_held_at is not None  # not yet a question: decoding goes on
-    for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer is interrupted
+    assert session.turn == turn and session.held is not None  # not yet a question: decoding goes on
+    for frame in np.split(voice(0.2), 5):  # it goes on: a question starts, the answer's decoding stops
         link.hear(pcm(frame))
-    assert [m["type"] for m in sent[1:]] == ["hush", "start"] and session.turn == turn + 1
-    assert session.sound_held_at is None and session.barge_ins == 1
+    assert [m["type"] for m in sent[1:]] == ["start"] and session.turn == turn + 1  # its sound waits for the words
+    assert session.held.until is not None and session.barge_ins == 1
 
 
 def test_a_cough_over_a_playing_answer_holds_its_sound_and_then_lets_it_play_on(tmp_path):
@@ -285,7 +285,7 @@ def test_a_cough_over_a_playing_answer_holds_its_sound_and_then_lets_it_play_on(
     for frame in np.split(clip, 14):
         link.hear(pcm(frame))
     assert [m["type"] for m in sent] == ["pause", "resume"] and session.turn == turn  # the same answer goes on
-    assert session.sound_held_at is None and session.barge_ins == 0 and session.questions == 1
+    assert session.held is None and session.barge_ins == 0 and session.questions == 1
     assert session.playing_until > until  # it ends later by as long as it was held
 
 
@@ -306,7 +306,7 @@ def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_st
     assert [m["type"] for m in sent] == ["pause", "resume"] and session.turn == turn
     for frame in np.split(voice(0.6), 15):  # a person speaks up then: stopped once it is 400 ms long
         link.hear(pcm(frame))
-    assert [m["type"] for m in sent[2:]] == ["pause", "hush", "start"] and session.turn == turn + 1
+    assert [m["type"] for m in sent[2:]] == ["pause", "start"] and session.turn == turn + 1
     assert session.barge_ins == 1
 
     session = asked(models)
@@ -314,7 +314,7 @@ def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_st
     turn, session.sound_from, session.playing_until = session.turn, now - 5, now + 10  # 5 s into its sound
     for frame in np.split(voice(0.32), 8):
         link.hear(pcm(frame))
-    assert [m["type"] for m in sent] == ["pause", "hush", "start"] and session.turn == turn + 1
+    assert [m["type"] for m in sent] == ["pause", "start"] and session.turn == turn + 1
 
 
 def test_the_echo_window_opens_when_the_page_says_the_sound_began_not_when_it_was_sent(tmp_path):

@@ -1,0 +1,71 @@
+"""Speech over a playing answer that became a question holds the answer's sound until the question's words are
+known: words drop it (the new question is answered), none let it play on from where it stood (fakes)."""
+
+import time
+import warnings
+
+import numpy as np
+
+from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
+from tests.unit.ui.test_ui_voice_tab import on_line, pcm
+from ui.voice.tab import answer, push_to_talk_started, speak, stop
+
+
+def spoken_over(tmp_path, heard: str):
+    """An answer sounds (10 s of it left); the person speaks 0.4 s over it, then is quiet: a question whose
+    transcript is `heard`. (models, session, messages to the page, when the answer would have ended)."""
+    models = make_models(tmp_path, FakeTranscriber(heard))
+    session = asked(models)
+    session.utterance = None  # the first question was answered; its answer is playing
+    link, sent = on_line(session)
+    until = session.playing_until = time.monotonic() + 10
+    for frame in np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85):
+        link.hear(pcm(frame))
+    assert [m["type"] for m in sent] == ["pause", "start", "ask"], sent  # held, a question: not hushed yet
+    assert session.questions == 2 and session.held is not None and session.playing_until == 0.0
+    return models, session, sent, until
+
+
+def test_a_question_with_words_over_the_answer_drops_its_sound_before_the_new_answer_sounds(tmp_path):
+    models, session, sent, _ = spoken_over(tmp_path, "What color is the square?")
+    engine = make_engine(b"It is red.")
+    updates = list(answer(engine, models, session, SETTINGS)) + list(speak(session, SETTINGS))
+    assert updates[0]["transcript"] == "What color is the square?" and session.held is None
+    kinds = [m["type"] if isinstance(m, dict) else "sound" for m in sent[3:]]
+    assert kinds[:2] == ["hush", "sound"], kinds  # what the page held is dropped, then the new answer plays
+    assert sent[3] == {"type": "hush", "turn": session.turn} and len(engine.lm.prefills) == 1
+
+
+def test_speech_over_the_answer_with_no_words_lets_the_answer_play_on_without_a_warning(tmp_path):
+    models, session, sent, until = spoken_over(tmp_path, "")
+    engine = make_engine()
+    held_at = session.held.at
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "No speech heard" toast over an answer that goes on
+        updates = list(answer(engine, models, session, SETTINGS))
+    assert updates == [{"status": updates[0]["status"]}] and "Speaking" in updates[0]["status"]
+    assert sent[-1] == {"type": "resume"} and not [m for m in sent if m.get("type") == "hush"]
+    assert session.held is None and engine.lm.prefills == []  # nothing was asked of the model
+    assert until < session.playing_until <= until + (time.monotonic() - held_at)  # on by as long as it was held
+
+
+def test_no_words_with_nothing_held_is_still_a_warning(tmp_path):
+    models = make_models(tmp_path, FakeTranscriber(""))
+    session = asked(models)
+    _, sent = on_line(session)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        list(answer(make_engine(), models, session, SETTINGS))
+    assert any("No speech heard" in str(w.message) for w in warned) and sent == []
+
+
+def test_stop_drops_a_sound_held_for_a_question(tmp_path):
+    _, session, sent, _ = spoken_over(tmp_path, "What color is the square?")
+    stop(session)
+    assert sent[-1] == {"type": "hush", "turn": session.turn} and session.held is None
+
+
+def test_push_to_talk_drops_a_sound_held_for_a_question(tmp_path):
+    _, session, sent, _ = spoken_over(tmp_path, "")
+    push_to_talk_started(session)
+    assert sent[-1] == {"type": "hush", "turn": session.turn} and session.held is None

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 _INSTALL = "pip install faster-whisper"
 _MODEL_FILES = "config.json, model.bin, tokenizer.json, vocabulary.*"
 _LEAD_IN = np.zeros(int(0.3 * RATE), np.float32)  # Whisper often misses a first word that starts at sample 0
+# What Whisper writes for a hesitation, a hum or a laugh ("Uh.", "Mm-hmm", "Uh-uh..."): sounds, not words
+FILLERS = frozenset("ah ahh eh er erm ha haha hm hmm huh mhm mm mmm oh uh uhh uhm um umm".split())
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,12 @@ class Transcript:
     seconds_cut: float = 0.0  # audio past `max_audio_s` that was not transcribed
     no_speech: bool = False  # silence or noise only: `text` is ""
     elapsed_s: float = 0.0  # time the transcription took
+
+    @property
+    def only_fillers(self) -> bool:
+        """Heard, but only hesitation sounds: nothing was asked."""
+        words = re.findall(r"[a-z]+", self.text.lower())
+        return bool(words) and all(w in FILLERS for w in words)
 
     @property
     def notice(self) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 
 from fastvlm.bench.browser.serve import another_chromium
 from tests.browser.conftest import SlowLM, _free_port, write_y4m
-from tests.browser.pages import screenshot, wait_for_text, wait_toast, wait_until
+from tests.browser.pages import screenshot, toasts, wait_for_text, wait_toast, wait_until
 from tests.installed import skip_missing
 
 pytestmark = pytest.mark.browser
@@ -241,19 +241,23 @@ def test_speaking_over_the_answer_stops_its_sound_and_asks_the_new_question(barg
 
 @pytest.fixture(scope="module")
 def cough_browser(browser, tmp_path_factory):
-    """Chromium whose fake microphone says QUESTION and, 10 s after it, a 200 ms "hey": 0.14-0.18 s of speech to
-    the app's Silero VAD. The first answer's sound begins 3-8 s after the question (8 s: a cold first run), so
-    the "hey" falls inside it and past its echo window."""
+    """Chromium whose fake microphone says QUESTION; 10 s after it, a 200 ms "hey" (0.14-0.18 s of speech to the
+    app's Silero VAD: held, too short to be a question); 8 s later "Uh" (0.3 s: a question, which Whisper hears
+    as "Uh." or nothing). The first answer's sound begins 3-8 s after the question (8 s: a cold first run), so
+    both fall inside it and past its echo window."""
     from fastvlm.speech.audio import read_wav, write_wav
     from fastvlm.speech.espeak import find_backend
 
     folder = tmp_path_factory.mktemp("cough")
     rate, a = read_wav(write_question(folder / "first.wav", lead_s=0.5, tail_s=10.0))
-    find_backend().write("Hey", "en-us", 160, folder / "hey.wav")
-    hey_rate, hey = read_wav(folder / "hey.wav")
-    assert hey_rate == rate, (hey_rate, rate)
+    espeak = find_backend()
+    espeak.write("Hey", "en-us", 160, folder / "hey.wav")
+    espeak.write("Uh", "en-us", 140, folder / "uh.wav")
+    (hey_rate, hey), (uh_rate, uh) = read_wav(folder / "hey.wav"), read_wav(folder / "uh.wav")
+    assert hey_rate == uh_rate == rate, (hey_rate, uh_rate, rate)
     hey = hey[np.flatnonzero(np.abs(hey) > 600)[0]:][: rate // 5]  # from its first sound, 200 ms
-    write_wav(folder / "cough.wav", rate, np.concatenate([a, hey, np.zeros(rate * 20, np.int16)]))
+    pause = np.zeros(rate * 8, np.int16)
+    write_wav(folder / "cough.wav", rate, np.concatenate([a, hey, pause, uh, np.zeros(rate * 20, np.int16)]))
     chromium = another_chromium(browser, write_y4m(folder / "camera.y4m"), folder / "cough.wav")
     yield chromium
     chromium.close()
@@ -261,26 +265,36 @@ def cough_browser(browser, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cough_server(voice_server_parts):
-    """barge_server's long answer, held by 100 ms of speech: the "hey" is well past that and well short
-    of a question (min_speech_ms, 250), where the default 150 ms sat within the VAD's 40 ms steps of it."""
-    yield voice_server_parts(voice_max_new_tokens=200, voice_barge_in_ms=100)
+    """A long answer (still sounding 20 s on), held by 100 ms of speech: the "hey" is well past that and well
+    short of a question (min_speech_ms, 250), where the default 150 ms sat within the VAD's 40 ms steps of it."""
+    yield voice_server_parts(voice_max_new_tokens=400, voice_barge_in_ms=100)
 
 
-def test_a_sound_too_short_to_be_a_question_holds_the_answer_and_it_plays_on(cough_browser, cough_server):
+def played_on(page, n: int, timeout: float, first: float) -> list[dict]:
+    """Wait until `n` holds of the answer's sound have played on; the page's holds."""
+    try:
+        return wait_until(lambda: len(h := [h for h in page.evaluate("() => window.__fvLink.holds") if h["resumed"]])
+                          >= n and h, timeout, every=0.1, what=f"{n} holds of the answer played on")
+    except AssertionError as e:
+        line = page.evaluate("() => window.__fvLink")
+        raise AssertionError(f"{e}; first sound at {first}; {({k: line[k] for k in ('sounding', 'holds', 'asks')})}; "
+                             f"toasts: {toasts(page)}") from e
+
+
+def test_speech_over_the_answer_that_asks_nothing_holds_it_and_it_plays_on(cough_browser, cough_server):
+    """A "hey" too short to be a question, then an "Uh" long enough to be one but with no words in it: each
+    holds the answer's sound, and it plays on from where it stood; nothing new is asked, no warning shown."""
     context, page = open_voice_tab(cough_browser, cough_server)
     try:
         first = first_answer_playing(page)
-        try:
-            line = wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and any(
-                h["resumed"] for h in s["holds"]) and s, 25, every=0.1, what="the answer held over 'hey', played on")
-        except AssertionError as e:
-            line = page.evaluate("() => window.__fvLink")
-            raise AssertionError(f"{e}; first sound at {first}; {({k: line[k] for k in ('sounding', 'holds')})}") from e
-        hold = next(h for h in line["holds"] if h["resumed"])
-        assert first < hold["at"] < hold["resumed"] and hold["sounding"] > 0, hold
-        assert hold["resumed"] - hold["at"] < 2000, hold  # resumed soon after the sound ended (voice_resume_s)
+        hey = played_on(page, 1, 25, first)[0]
+        assert first < hey["at"] < hey["resumed"] and hey["sounding"] > 0, hey
+        assert hey["resumed"] - hey["at"] < 2000, hey  # resumed soon after the sound ended (voice_resume_s)
+        uh = played_on(page, 2, 25, first)[1]
+        line = page.evaluate("() => window.__fvLink")
+        assert [a for a in line["asks"] if uh["at"] < a < uh["resumed"]], line  # it was a question, with no words
         assert not [h for h in line["hushes"] if h["at"] > first and h["stopped"]], line["hushes"]  # never dropped
         assert page.evaluate("() => document.querySelector('#voice-transcript textarea').value").lower().count(
-            "holding") == 1  # no new question was taken
+            "holding") == 1 and "Nothing asked" not in toasts(page)  # nothing new was asked, nothing warned
     finally:
         context.close()

@@ -29,7 +29,7 @@ class FastvlmPcm extends AudioWorkletProcessor {
 registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   const MAX_BUFFERED = 4 << 20;  // bytes waiting in the socket before frames are dropped (~2 min of audio)
   const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], holds: [], sounding: [],
-                             closed: null};
+                             asks: [], closed: null};
   const wall = () => performance.timeOrigin + performance.now();
   let line = null;
 
@@ -101,7 +101,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     if (typeof data === 'string') {
       const msg = JSON.parse(data);
       if (msg.type === 'start') click('voice-heard-start');
-      else if (msg.type === 'ask') click('voice-heard-end');
+      else if (msg.type === 'ask') { S.asks.push(wall()); click('voice-heard-end'); }
       else if (msg.type === 'hush') hush(L, msg.turn);
       else if (msg.type === 'pause') hold(L);
       else if (msg.type === 'resume') playOn(L);

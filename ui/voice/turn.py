@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 NO_SPEECH = "No speech heard: speak closer to the microphone, or check that it is not muted."
 NO_FRAME = "No camera frame yet: allow the camera (Start turns it on), then ask again."
 STT_FAILED = "The question could not be transcribed (details are in the server log). Ask again."
+ONLY_FILLERS = "Heard only “{}”: no question was asked. Ask again."
 EDGE_MP3_BITS_PER_S = 48_000  # edge-tts always writes audio-24khz-48kbitrate-mono-mp3 (constant bit rate)
 
 
@@ -231,4 +232,6 @@ def _transcribe(transcriber: Transcriber, u: Utterance) -> Transcript | NotHeard
         return NotHeard(STT_FAILED)
     if transcript.no_speech or not transcript.text.strip():
         return NotHeard(transcript.notice or NO_SPEECH)
+    if transcript.only_fillers:
+        return NotHeard(ONLY_FILLERS.format(transcript.text.strip()))
     return transcript

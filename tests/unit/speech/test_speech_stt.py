@@ -190,3 +190,11 @@ def test_word_errors(ref, hyp, errors):
 def test_word_error_rate_is_per_reference_word():
     assert word_error_rate("one two three four", "one too three four") == 0.25
     assert word_error_rate("", "noise") == 1.0
+
+
+@pytest.mark.parametrize(("text", "fillers"), [
+    ("Uh.", True), ("Uh...", True), ("Mm-hmm", True), ("Uh-uh", True), ("mm-mm-mm", True), ("Hmm, oh.", True),
+    ("", False), ("2.", False), ("Them.", False), ("Uh, what is that?", False), ("Oh, is it red?", False),
+])
+def test_a_transcript_of_only_hesitation_sounds_asks_nothing(text, fillers):
+    assert stt.Transcript(text, "en", 0.3).only_fillers is fillers

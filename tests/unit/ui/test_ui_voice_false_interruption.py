@@ -5,6 +5,7 @@ import time
 import warnings
 
 import numpy as np
+import pytest
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import on_line, pcm
@@ -36,8 +37,9 @@ def test_a_question_with_words_over_the_answer_drops_its_sound_before_the_new_an
     assert sent[3] == {"type": "hush", "turn": session.turn} and len(engine.lm.prefills) == 1
 
 
-def test_speech_over_the_answer_with_no_words_lets_the_answer_play_on_without_a_warning(tmp_path):
-    models, session, sent, until = spoken_over(tmp_path, "")
+@pytest.mark.parametrize("heard", ["", "Uh."])  # Whisper heard nothing, or only a hesitation
+def test_speech_over_the_answer_with_no_words_lets_the_answer_play_on_without_a_warning(tmp_path, heard):
+    models, session, sent, until = spoken_over(tmp_path, heard)
     engine = make_engine()
     held_at = session.held.at
     with warnings.catch_warnings():
@@ -49,14 +51,15 @@ def test_speech_over_the_answer_with_no_words_lets_the_answer_play_on_without_a_
     assert until < session.playing_until <= until + (time.monotonic() - held_at)  # on by as long as it was held
 
 
-def test_no_words_with_nothing_held_is_still_a_warning(tmp_path):
-    models = make_models(tmp_path, FakeTranscriber(""))
+@pytest.mark.parametrize(("heard", "warning"), [("", "No speech heard"), ("Um...", "Heard only “Um...”")])
+def test_no_words_with_nothing_held_is_still_a_warning_and_asks_nothing(tmp_path, heard, warning):
+    models, engine = make_models(tmp_path, FakeTranscriber(heard)), make_engine()
     session = asked(models)
     _, sent = on_line(session)
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        list(answer(make_engine(), models, session, SETTINGS))
-    assert any("No speech heard" in str(w.message) for w in warned) and sent == []
+        list(answer(engine, models, session, SETTINGS))
+    assert any(warning in str(w.message) for w in warned) and sent == [] and engine.lm.prefills == []
 
 
 def test_stop_drops_a_sound_held_for_a_question(tmp_path):

@@ -148,10 +148,12 @@ def _answer(page, question: str, wav: Path, listen_s: float) -> dict:
         time.sleep(listen_s)  # the answer plays; nobody speaks
     line = page.evaluate("() => window.__fvLink")
     stops = [h["at"] / 1000 for h in line["hushes"][hushes:] if h["stopped"]]
-    played_on = sum(1 for h in line["holds"][holds:] if h["sounding"] and h["resumed"])  # held over a burst
+    played_on = [h for h in line["holds"][holds:] if h["sounding"] and h["resumed"]]  # held over a burst
     # the question's own transcript is shown while its recording's trailing silence plays: what comes after is
     # what the page heard from the room meanwhile (the answer's echo, if the canceller let it through)
     heard = sorted({text for t, key, text in pg.recorded(page)["log"] if key == "transcript" and t > asked})
     return {"question": question, "sounded": first is not None, "stops": len(stops),
-            "held_and_played_on": played_on,
+            "held_and_played_on": len(played_on),
+            "holds_after_first_sound_s": [round(h["at"] / 1000 - first, 2) for h in played_on] if first else [],
+            "held_s": [round((h["resumed"] - h["at"]) / 1000, 2) for h in played_on],
             "stops_after_first_sound_s": [round(t - first, 2) for t in stops] if first else [], "heard_after": heard}

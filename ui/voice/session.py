@@ -193,18 +193,19 @@ class VoiceSession:
         self.heard_s, self.chunks = 0.0, 0
 
     def stop(self) -> None:
-        self.listening, self.held = False, None
-        self.interrupt()
+        self.listening = False
+        self.interrupt(drop_held=True)
         self.playing_until = 0.0
 
-    def interrupt(self) -> None:
+    def interrupt(self, drop_held: bool = False) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more. What the page
-        has of it is dropped too, unless it is held for a question whose words are not known yet."""
+        has of it is dropped too, unless it is held for a question whose words are not known yet (and not
+        `drop_held`: Stop, push to talk)."""
         self.turn += 1
         self.held_end_s = None
         if self.speech is not None:
             self.speech.close()
-        if self.held is None or self.held.until is None:
+        if drop_held or self.held is None or self.held.until is None:
             self.drop_sound()
 
     def drop_sound(self) -> None:
@@ -224,7 +225,7 @@ class VoiceSession:
         """The speech over the held sound became a question: the sound waits for its words (no words: it was a
         false interruption, `play_on`; words: `drop_sound`)."""
         if self.held is not None:
-            self.held.until, self.held.quiet_from = self.playing_until, None
+            self.held.until = self.playing_until
 
     def play_on(self, now: float) -> bool:
         """The held sound goes on from where it stood; False if none was held."""

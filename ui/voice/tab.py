@@ -121,8 +121,7 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retr
 
 
 def push_to_talk_started(session: VoiceSession) -> tuple:
-    session.held = None  # a sound held over speech is dropped too: this is a question
-    session.interrupt()
+    session.interrupt(drop_held=True)  # a sound held over speech too: this is a question
     session.question_frame, session.starts = session.frame, session.starts + 1
     session.phase = "hearing"
     return session.starts, status_html("hearing")

@@ -77,6 +77,8 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
 class RemoteEngine:
     """Drives a remote `/v1/chat/completions`. `base_url`: the server's root, with or without `/v1`."""
 
+    continues_answers = False  # the chat API has no way to say "go on from these words" (`answer_so_far`)
+
     def __init__(self, base_url: str, api_key: str | None = None, *, model: str | None = None,
                  image_format: str = "PNG", timeout_s: float = 300.0, clock=time.perf_counter):
         root = base_url.rstrip("/")
@@ -168,6 +170,8 @@ class RemoteEngine:
         return collect(self.stream(request, wait))
 
     def _body(self, request: Request) -> dict:
+        if request.answer_so_far:
+            raise InputError("a remote engine cannot continue a stopped answer (Request.answer_so_far)")
         url = image_data_url(request.image, self.image_format)
         messages: list[dict] = []
         turns = [*((t.question, t.answer) for t in request.history), (request.question, None)]

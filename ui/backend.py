@@ -11,6 +11,8 @@ from fastvlm.engine.events import Event, Request
 class Backend(Protocol):
     """Single-flight answering: one inference at a time, no per-user state."""
 
+    continues_answers: bool  # a request's `answer_so_far` is understood: a stopped answer can go on
+
     def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
         """Events of one answer. `wait=0` raises `fastvlm.engine.events.Busy` on the first `next()` if the
         engine is serving someone else; closing the iterator stops decoding and frees the engine."""

@@ -11,7 +11,6 @@ state; image embeddings and KV snapshots are caches keyed by content.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -23,12 +22,12 @@ import numpy as np
 from . import plan as planner
 from . import preprocess
 from .cancel import CancelToken
+from .decode import Decode
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
 from .describe import loaded
-from .events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, StopReason, TextDelta, collect
+from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, collect
 from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
-from .textstream import StopMatcher, Utf8Stream
 from .vision import EncodeCancelled, VisionEncoder
 
 log = logging.getLogger(__name__)
@@ -39,6 +38,8 @@ PREPARE_WAIT_S = 10.0  # the longest a newer prepare waits for the one it replac
 
 
 class Engine:
+    continues_answers = True  # a request may carry the words of an answer stopped part way (`answer_so_far`)
+
     def __init__(self, vision: VisionEncoder, lm: LanguageModel, config: EngineConfig, clock=time.perf_counter):
         self.vision, self.lm, self.config = vision, lm, config
         self._clock = clock
@@ -48,8 +49,8 @@ class Engine:
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
-        # Recent answers' exact token ids: a follow-up's history then re-uses the generated tokens
-        # (re-tokenizing the text may split it differently and miss the KV cache).
+        # Recent answers' exact token ids (those stopped part way too): a follow-up's history or a continuation
+        # then re-uses the generated tokens (re-tokenizing the text may split it differently and miss the KV cache).
         self._answers = LRU(64)
 
     @classmethod
@@ -243,7 +244,7 @@ class Engine:
         opts = request.options
         img, t_pre, t_enc = self._embed(request.image, request.resolution, cancel)
         budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
-        p = planner.plan(request.question, request.history, img, self._tokenize, budget)
+        p = planner.plan(request.question, request.history, img, self._tokenize, budget, request.answer_so_far)
         for message in p.notices:
             yield Notice(message)
         if not self.config.kv_reuse:
@@ -261,51 +262,15 @@ class Engine:
         yield from self._decode(request, stats, t0, cancel)
 
     def _decode(self, request: Request, stats: Stats, t0: float, cancel: CancelToken) -> Iterator[Event]:
-        opts = request.options
-        seed = opts.seed if opts.seed is not None else random.getrandbits(32)
-        text, stops = Utf8Stream(), StopMatcher(opts.stop)
-        n_new, ttft, t_first = 0, 0.0, 0.0
-        ids: list[int] = []
-        pieces: list[str] = []
-        reason: StopReason = "context_full"
-        tokens = self.lm.generate(opts, seed)
+        text = request.answer_so_far
+        before = (text, tuple(self._tokenize(text, special=False)) if text else ())
+        run = Decode(self.lm, request.options, cancel, self._clock, before)
         try:
-            for token in tokens:
-                if n_new == 0:
-                    t_first = self._clock()
-                    ttft = t_first - t0
-                    yield FirstToken(ttft)
-                n_new += 1
-                if cancel.cancelled:
-                    reason = "cancelled"
-                    break
-                end = self.lm.stop_reason(token)
-                if end is not None:
-                    reason = end
-                    break
-                ids.append(token)
-                out, hit = stops.feed(text.feed(self.lm.piece(token)))
-                if out:
-                    pieces.append(out)
-                    yield TextDelta(out)
-                if hit:
-                    reason = "stop_string"
-                    break
-                if n_new >= opts.max_new_tokens:
-                    reason = "max_tokens"
-                    break
-        finally:
-            tokens.close()
-        if reason not in ("stop_string", "cancelled"):
-            out, hit = stops.feed(text.flush())
-            out += "" if hit else stops.flush()
-            if out:
-                pieces.append(out)
-                yield TextDelta(out)
-            self._answers.put("".join(pieces), tuple(ids))
-        t_end = self._clock()
-        yield Done(replace(stats, ttft_s=ttft, decode_s=t_end - t_first if n_new else 0.0,
-                            total_s=t_end - t0, new_tokens=n_new, stop_reason=reason))
+            yield from run.events(stats, t0)
+        finally:  # an answer stopped part way too: a continuation of it reuses its positions in the KV cache
+            spelled = run.answer.spelled()
+            if spelled is not None and spelled[0]:
+                self._answers.put(*spelled)
 
     def close(self) -> None:
         with self._lock:

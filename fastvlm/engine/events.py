@@ -23,6 +23,8 @@ class Request:
 
     `image` is a PIL image, an HxWx3 uint8 array (a webcam frame), a path or encoded bytes.
     `history` holds the earlier turns about the same image, oldest first.
+    `answer_so_far`: the answer's own words as an earlier stream of this request gave them before it was stopped;
+    the answer goes on from there, the stream yields only what follows, and `max_new_tokens` counts both.
     """
 
     image: Any
@@ -30,6 +32,7 @@ class Request:
     history: tuple[Turn, ...] = ()
     options: GenerationOptions = field(default_factory=GenerationOptions)
     resolution: int | None = None  # None: the engine's configured resolution
+    answer_so_far: str = ""
 
 
 @dataclass(frozen=True)

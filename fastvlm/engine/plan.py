@@ -50,14 +50,18 @@ def _count(token_lists: list[list[int] | None], n_image: int) -> int:
     return sum(n_image if ids is None else len(ids) for ids in token_lists)
 
 
-def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int) -> Plan:
+def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int,
+         answer_so_far: str = "") -> Plan:
     """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question.
+    `answer_so_far` follows the assistant's header as plain text (an answer to continue); it is never cut.
 
     Linear in what is kept: turns are costed newest first, each tokenized once, and the walk stops at the
     first turn that does not fit (older turns, and any beyond `MAX_TURNS`, are never tokenized).
     """
     n_image = len(image.embeddings)
     notices: list[str] = []
+    said = tokenize(answer_so_far, special=False) if answer_so_far else []
+    budget -= len(said)
     kept = _newest_that_fit(question, history[-MAX_TURNS:], n_image, tokenize, budget)
     while True:
         lists = tokenize_segments(prompt.build(question, kept), tokenize)
@@ -77,7 +81,7 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
         notices.append(f"The question was too long and was cut to its first {keep} tokens.")
         lists[q] = lists[q][:keep]
         total = budget
-    return Plan(to_parts(lists, image), total, tuple(notices))
+    return Plan(to_parts([*lists, said], image), total + len(said), tuple(notices))
 
 
 def _newest_that_fit(question: str, history: tuple[Turn, ...], n_image: int, tokenize: Tokenize,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 
 
 class Utf8Stream:
@@ -17,6 +18,11 @@ class Utf8Stream:
     def flush(self) -> str:
         """What is left at the end; an unfinished character becomes U+FFFD."""
         return self._dec.decode(b"", final=True)
+
+    @property
+    def whole(self) -> bool:
+        """No character is waiting for its next bytes."""
+        return not self._dec.getstate()[0]
 
 
 class StopMatcher:
@@ -42,6 +48,49 @@ class StopMatcher:
     def flush(self) -> str:
         out, self._pending = self._pending, ""
         return out
+
+    @property
+    def holding(self) -> bool:
+        """Text is held back (it could start a stop string)."""
+        return bool(self._pending)
+
+
+class AnswerText:
+    """One answer's tokens -> the text streamed, and which tokens spell it. `before` (text, ids): the answer's
+    words so far, which this stream continues."""
+
+    def __init__(self, piece: Callable[[int], bytes], stops: tuple[str, ...],
+                 before: tuple[str, tuple[int, ...]] = ("", ())) -> None:
+        self._piece, self._utf8, self._stops = piece, Utf8Stream(), StopMatcher(stops)
+        self._before = before
+        self.ids: list[int] = []
+        self.pieces: list[str] = []
+        self.stopped = False  # a stop string was hit: the ids spell more than the text
+
+    def feed(self, token: int) -> tuple[str, bool]:
+        """(text safe to stream, whether a stop string was hit)."""
+        self.ids.append(token)
+        out, hit = self._stops.feed(self._utf8.feed(self._piece(token)))
+        return self._out(out, hit)
+
+    def flush(self) -> tuple[str, bool]:
+        """What is left at the end."""
+        out, hit = self._stops.feed(self._utf8.flush())
+        out += "" if hit else self._stops.flush()
+        return self._out(out, hit)
+
+    def _out(self, out: str, hit: bool) -> tuple[str, bool]:
+        if out:
+            self.pieces.append(out)
+        self.stopped |= hit
+        return out, hit
+
+    def spelled(self) -> tuple[str, tuple[int, ...]] | None:
+        """(the whole answer's text, the ids that spell it exactly), the words before included; None while some
+        of the tokens' text is held back (then the ids say more than the text)."""
+        if self.stopped or not self._utf8.whole or self._stops.holding:
+            return None
+        return self._before[0] + "".join(self.pieces), self._before[1] + tuple(self.ids)
 
 
 def _overlap(text: str, stop: str) -> int:

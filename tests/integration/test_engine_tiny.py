@@ -127,3 +127,26 @@ def test_sampling_with_a_seed_is_reproducible(tiny_engine):
     a = tiny_engine.answer(Request(img, "q", options=opts)).text
     b = tiny_engine.answer(Request(img, "q", options=opts)).text
     assert a == b
+
+
+def test_an_answer_stopped_part_way_goes_on_to_the_very_answer_it_would_have_given(tiny_engine):
+    """Greedy: the words streamed before a stop, then a continuation from them (`answer_so_far`), say what the
+    answer said uninterrupted; the continuation prefills one position (the rest is still in the KV cache), and
+    after another image was prepared meanwhile, it is served from that image's snapshot."""
+    a, b = images(2, seed=5)
+    whole = tiny_engine.answer(Request(a, "Count them.", options=GREEDY)).text
+    for prepare_between in (False, True):
+        stream, so_far = tiny_engine.stream(Request(a, "Count them.", options=GREEDY)), ""
+        for ev in stream:
+            so_far += ev.text if isinstance(ev, TextDelta) else ""
+            if len(so_far) >= len(whole) // 3:
+                break
+        stream.close()
+        assert 0 < len(so_far) < len(whole)
+        if prepare_between:
+            assert tiny_engine.prepare(b)  # the cough's frame: the stopped answer's positions leave the cache
+        rest = tiny_engine.answer(Request(a, "Count them.", options=GREEDY, answer_so_far=so_far))
+        assert so_far + rest.text == whole
+        if not prepare_between:
+            assert rest.stats.prefilled_tokens == 1
+        assert rest.stats.new_tokens <= GREEDY.max_new_tokens

@@ -31,6 +31,7 @@ from fastvlm.speech import (
 
 if TYPE_CHECKING:
     from .speech_queue import SpeechQueue
+    from .spoken import SpokenAnswer
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ class VoiceSession:
     utterance: Utterance | None = None
     turn: int = 0  # bumped by every new question, Stop and push-to-talk: an older answer stops at its next token
     speech: SpeechQueue | None = None
+    answer: SpokenAnswer | None = None  # the latest answer, as far as it was decoded and spoken
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
@@ -203,6 +205,8 @@ class VoiceSession:
         `drop_held`: Stop, push to talk)."""
         self.turn += 1
         self.held_end_s = None
+        if self.answer is not None:
+            self.answer.stop()
         if self.speech is not None:
             self.speech.close()
         if drop_held or self.held is None or self.held.until is None:

@@ -30,6 +30,8 @@ class SpeechQueue:
         self.lock = threading.RLock()
         self.finished = False  # no more sentences will come
         self.closed = False
+        self.sentences: list[str] = []  # every sentence it was given to say, in order
+        self.taken = 0  # how many of them were taken to be played (or found silent)
 
     def say(self, sentence: str | None) -> None:
         if not sentence or not re.search(r"\w", sentence):  # "..." alone has nothing to say
@@ -38,8 +40,12 @@ class SpeechQueue:
             if not self.closed and not self.finished:
                 future = self._pool.submit(self._speaker.synthesize, sentence)
                 self._pending.append(future)
-                if self.on_ready is not None:
-                    future.add_done_callback(lambda _: self.on_ready())
+                self.sentences.append(sentence)
+                future.add_done_callback(self._ready)
+
+    def _ready(self, _: Future) -> None:
+        if self.on_ready is not None:  # set later than some sentences were given: they are taken by whoever
+            self.on_ready()  # plays the queue next
 
     def finish(self) -> None:
         with self.lock:
@@ -70,7 +76,13 @@ class SpeechQueue:
                 _delete_result(future)
                 return None
             self._pending.popleft()
+            self.taken += 1
         return result
+
+    def unspoken(self) -> list[str]:
+        """The sentences it was given that were never taken to be played (it closed first)."""
+        with self.lock:
+            return self.sentences[self.taken:]
 
     def close(self) -> None:
         """Stop speaking: drop sentences not yet spoken and delete what was made but never played."""

@@ -14,10 +14,9 @@ import time
 import wave
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import Done, Event, InputError, Request, TextDelta
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
@@ -27,6 +26,7 @@ from ..settings import AppSettings
 from ..widgets import Partial, follow
 from .session import SpeechModels, TurnTimes, Utterance, VoiceSession
 from .speech_queue import SpeechQueue
+from .spoken import SpokenAnswer
 
 log = logging.getLogger(__name__)
 
@@ -100,36 +100,63 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     u, session.utterance = session.utterance, None
     if u is None:
         return
-    turn, session.times, session.warned_silent = session.turn, TurnTimes(), False
+    turn, session.warned_silent = session.turn, False
     heard = _transcribe(models.transcriber, u)
-    if isinstance(heard, NotHeard):  # over a held answer: it was no question, the answer goes on
-        yield PlaysOn(heard.message) if session.turn == turn and session.play_on(clock()) else heard
+    if isinstance(heard, NotHeard):
+        if session.turn == turn and session.play_on(clock()):  # speech over the answer asked nothing: it goes on
+            yield PlaysOn(heard.message)
+            yield from _go_on(engine, models, session, settings, clock)
+        else:
+            yield heard
         return
     if session.held is not None:  # a question over the answer: what the page holds of it is dropped
         session.drop_sound()
-    session.times.stt_s, session.times.asked_s = heard.elapsed_s, u.asked_at - u.ended_at
+    session.times = TurnTimes(stt_s=heard.elapsed_s, asked_s=u.asked_at - u.ended_at)
     yield Heard(heard)
     if u.frame is None:
         yield NotHeard(NO_FRAME)
         return
     if session.turn != turn:  # a newer question arrived while this one was transcribed
         return
-    queue = session.speech = SpeechQueue(models.speaker)
-    session.push = queue.on_ready = LinePush(session, queue, turn, settings, clock)
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
     request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
-    token = CancelToken()  # a barge-in stops even a prefill at once
     session.times.begun_s = clock() - u.ended_at
-    spoken = _said_aloud(engine.stream(request, cancel=token), chunker, queue)  # read ahead: not paced by the page
-    parts = follow(spoken, settings.voice_update_s, clock, cancel=token, read_ahead=True)
+    yield from _speak(engine, session, settings, clock, SpokenAnswer(request, chunker, SpeechQueue(models.speaker)))
+
+
+def _go_on(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings,
+           clock) -> Iterator[VoiceEvent]:
+    """The answer that was stopped by speech over it goes on from where it stood (`SpokenAnswer.going_on`)."""
+    stopped = session.answer
+    rest = None if stopped is None else stopped.going_on(SpeechQueue(models.speaker), engine.continues_answers)
+    if rest is None:
+        return
+    log.info("voice turn %d: the answer goes on after %d characters", session.turn, len(rest.request.answer_so_far))
+    yield from _speak(engine, session, settings, clock, rest)
+
+
+def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
+           answer: SpokenAnswer) -> Iterator[VoiceEvent]:
+    """Stream `answer` (unless the engine already ended it) and speak it; sentences left unspoken when the stream
+    ends stay in `session.speech`."""
+    turn, queue, before = session.turn, answer.queue, answer.request.answer_so_far
+    session.speech, session.answer = queue, answer
+    session.push = queue.on_ready = LinePush(session, queue, turn, settings, clock)
+    yield from _due(session, queue, settings, clock)  # what was said before it had a way to the page
+    if answer.finished:
+        queue.finish()
+        return
+    spoken = _said_aloud(engine.stream(answer.request, cancel=answer.token), answer)  # read ahead: not paced
+    parts = follow(spoken, settings.voice_update_s, clock, cancel=answer.token, read_ahead=True)  # by the page
     try:
         for part in parts:
             if session.turn != turn:
                 break  # barge-in: closing `parts` stops decoding and frees the engine
-            session.times.ttft_s = part.ttft_s
-            yield Answering(part)
+            if not before:
+                session.times.ttft_s = part.ttft_s
+            yield Answering(replace(part, text=before + part.text))
             yield from _due(session, queue, settings, clock)
     finally:
         parts.close()
@@ -138,21 +165,21 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
             queue.close()
 
 
-def _said_aloud(events: Iterator[Event], chunker: SentenceChunker, queue: SpeechQueue) -> Iterator[Event]:
-    """The engine's events, each finished phrase or sentence handed to `queue` as soon as its text arrives.
+def _said_aloud(events: Iterator[Event], answer: SpokenAnswer) -> Iterator[Event]:
+    """The engine's events, each finished phrase or sentence handed to be spoken as soon as its text arrives.
     Closing this closes `events` (decoding stops, the engine is free)."""
     try:
         for event in events:
             if isinstance(event, TextDelta):
-                for sentence in chunker.feed(event.text):
-                    queue.say(sentence)
-            elif isinstance(event, Done):
-                queue.say(chunker.flush())
+                answer.heard(event.text)
+            elif isinstance(event, Done) and event.stats.stop_reason != "cancelled":
+                answer.ended()
             yield event
     finally:
         close = getattr(events, "close", None)
         if close is not None:
             close()
+        answer.settled.set()
 
 
 def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[], float] = time.monotonic,

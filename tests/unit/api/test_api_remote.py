@@ -28,6 +28,9 @@ def test_remote_engine_events_stats_notices_and_errors():
         assert stats.stop_reason == "end_of_turn" and 0 < stats.ttft_s <= stats.total_s
         with pytest.raises(InputError, match="multiple of 64"):
             remote.answer(Request(IMG, "q", resolution=100))
+        assert not remote.continues_answers and engine.continues_answers
+        with pytest.raises(InputError, match="cannot continue"):  # never answered as if it were a new question
+            remote.answer(Request(IMG, "q", answer_so_far="It is"))
         assert remote.prepare(IMG) is True
         d = remote.describe()
         assert d["backend"] == server.url and d["llm"] == "m.gguf" and d["busy"] is False

@@ -1,0 +1,117 @@
+"""An answer stopped part way goes on from its own words (`Request.answer_so_far`), as the voice tab does when
+speech over an answer turns out to be no question."""
+
+import numpy as np
+import pytest
+
+from fastvlm import GenerationOptions, Request, TextDelta, Turn
+from fastvlm.engine import plan as planner
+from fastvlm.engine.kv import Image, Tokens
+from fastvlm.engine.textstream import AnswerText
+from tests.fakes import FakeLM
+from tests.unit.engine.test_engine import IMG, make
+
+
+def test_the_words_so_far_follow_the_assistant_header_as_plain_text():
+    lm = FakeLM()
+    image = Image(("img",), np.zeros((4, 8), np.float32))
+    plain = planner.plan("q", (), image, lm.tokenize, 4096)
+    going_on = planner.plan("q", (), image, lm.tokenize, 4096, answer_so_far="It is <|im_end|>")
+    said = lm.tokenize("It is <|im_end|>", special=False)
+    assert going_on.positions == plain.positions + len(said)
+    tail = going_on.parts[-1]
+    assert isinstance(tail, Tokens)
+    assert tail.ids == plain.parts[-1].ids + tuple(said)  # a typed marker in it stays text
+    assert 1001 not in said
+
+
+def test_a_question_is_cut_before_the_words_so_far_are():
+    lm = FakeLM()
+    image = Image(("img",), np.zeros((4, 8), np.float32))
+    plain = planner.plan("what is this", (), image, lm.tokenize, 4096)
+    p = planner.plan("what is this", (), image, lm.tokenize, plain.positions + 3, answer_so_far="abcdef")
+    assert p.positions == plain.positions + 3
+    assert p.parts[-1].ids[-6:] == tuple(b"abcdef")
+    assert any("cut" in n for n in p.notices)
+
+
+def test_a_continued_stream_yields_only_what_follows_and_prefills_the_words_so_far():
+    engine, lm = make(b"rest.")
+    events = list(engine.stream(Request(IMG, "q", answer_so_far="So far, ")))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "rest."
+    assert lm.prefills[-1][-len(b"So far, "):] == list(b"So far, ")
+    assert events[-1].stats.stop_reason == "end_of_turn"
+
+
+class _CountingLM(FakeLM):
+    """FakeLM that records the texts it was asked to tokenize: a prompt quoting an answer shows whether the
+    answer's generated ids were used or its text tokenized again."""
+
+    def __init__(self, script: bytes) -> None:
+        super().__init__(script)
+        self.tokenized: list[str] = []
+
+    def tokenize(self, text, *, special):
+        self.tokenized.append(text)
+        return super().tokenize(text, special=special)
+
+
+def test_the_ids_of_an_answer_stopped_part_way_are_kept_for_its_continuation():
+    lm = _CountingLM(b"abcdefgh")
+    engine, _ = make()
+    engine.lm = lm
+    stream = engine.stream(Request(IMG, "q"))
+    text = ""
+    for ev in stream:
+        if isinstance(ev, TextDelta):
+            text += ev.text
+            if len(text) == 3:
+                break
+    stream.close()  # what the voice tab's read-ahead does when speech comes over the answer
+    assert text == "abc"
+    lm.tokenized.clear()
+    list(engine.stream(Request(IMG, "q", answer_so_far="abc")))
+    assert "abc" not in lm.tokenized  # its own ids were used, not a new tokenization of its text
+
+
+@pytest.mark.parametrize("piece_bytes, stops, whole", [
+    ([b"ab", b"c"], (), True),
+    ([b"a", "é".encode()[:1]], (), False),  # half a character: the ids say more than the text
+    ([b"ab", b"<"], ("<stop>",), False),  # held back: could start the stop string
+])
+def test_answer_text_spells_its_ids_only_when_nothing_is_held_back(piece_bytes, stops, whole):
+    answer = AnswerText(lambda t: piece_bytes[t], stops, before=("Yes, ", (7, 8)))
+    for token in range(len(piece_bytes)):
+        answer.feed(token)
+    spelled = answer.spelled()
+    if whole:
+        assert spelled == ("Yes, abc", (7, 8, 0, 1))
+    else:
+        assert spelled is None
+
+
+def test_a_stop_string_hit_spells_nothing():
+    answer = AnswerText(lambda t: b"x<stop>" if t else b"a", ("<stop>",))
+    answer.feed(0)
+    assert answer.feed(1) == ("x", True)
+    assert answer.spelled() is None
+
+
+def test_a_finished_answer_quoted_as_history_uses_its_own_ids():
+    lm = _CountingLM(b"Done.")
+    engine, _ = make()
+    engine.lm = lm
+    assert engine.answer(Request(IMG, "q", options=GenerationOptions())).text == "Done."
+    lm.tokenized.clear()
+    engine.answer(Request(IMG, "more?", history=(Turn("q", "Done."),)))
+    assert "Done." not in lm.tokenized
+
+
+def test_the_words_so_far_count_against_the_answers_length():
+    engine, lm = make(b"abcdef")
+    going_on = engine.answer(Request(IMG, "q", options=GenerationOptions(max_new_tokens=4), answer_so_far="xy"))
+    assert (going_on.text, going_on.stats.stop_reason, going_on.stats.new_tokens) == ("ab", "max_tokens", 2)
+    prefills = len(lm.prefills)
+    spent = engine.answer(Request(IMG, "q", options=GenerationOptions(max_new_tokens=4), answer_so_far="wxyz"))
+    assert (spent.text, spent.stats.stop_reason, spent.stats.new_tokens) == ("", "max_tokens", 0)
+    assert len(lm.prefills) == prefills + 1  # the prompt is still checked and prefilled (it must fit)

@@ -1,0 +1,123 @@
+"""Speech over an answer still being decoded stops the decode at once; when that speech asked nothing (a cough,
+an echo), the answer goes on from where it stopped, to its end, instead of ending where it was cut (fakes)."""
+
+import time
+
+import numpy as np
+
+from fastvlm import EngineConfig
+from fastvlm.engine.engine import Engine
+from tests.fakes import SPECIAL, FakeLM, FakeVision
+from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_models, voice
+from tests.unit.ui.test_ui_voice_tab import on_line, pcm
+from ui.voice.tab import answer
+from ui.voice.turn import Answering, answer_turn
+
+SCRIPT = b"One two three four. Five six seven eight. Nine ten eleven. Twelve."
+
+
+class ContinuingLM(FakeLM):
+    """Says `script` from wherever the prompt's answer stands: a prompt that ends with its first n bytes after
+    the assistant's header gets the rest (any other prompt, the whole script)."""
+
+    def generate(self, options, seed=0):
+        ids = self.prefills[-1]
+        header = len(ids) - ids[::-1].index(SPECIAL["<|im_start|>"]) + len(b"assistant\n")
+        so_far = bytes(ids[header:])
+        self.script = SCRIPT.removeprefix(so_far)  # (a prompt that is no continuation: all of it)
+        return super().generate(options, seed)
+
+
+def engine_saying(delay: float, continues: bool = True) -> Engine:
+    config = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
+    engine = Engine(FakeVision(), ContinuingLM(SCRIPT, delay=delay), config)
+    engine.continues_answers = continues
+    return engine
+
+
+def interrupted(tmp_path, engine: Engine, chars: int):
+    """A question's answer streams over the line; once `chars` of it are shown and its sound plays, the person
+    coughs over it (0.4 s of sound that becomes a question Whisper hears no words in). (models, session,
+    messages to the page, seconds until the engine was idle, not waiting for the answer's own turn to look)."""
+    transcriber = FakeTranscriber("What do you count?")
+    models = make_models(tmp_path, transcriber)
+    session = asked(models)
+    _, sent = on_line(session)
+    turn = answer_turn(engine, models, session, SETTINGS)
+    events = []
+    while not any(isinstance(e, Answering) and len(e.part.text) >= chars for e in events):
+        events.append(next(turn))
+    session.playing_until = time.monotonic() + 10  # its first sentence plays
+    transcriber.text = ""
+    for frame in np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85):
+        session.link.hear(pcm(frame))
+    t = time.monotonic()
+    while engine.busy and time.monotonic() - t < 2:
+        time.sleep(0.005)
+    idle_after = time.monotonic() - t
+    list(turn)
+    return models, session, sent, idle_after
+
+
+def wait_spoken(session, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not session.speech.done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert session.speech.done
+
+
+def spoken(models) -> str:
+    """What the speaker was asked to say, a sentence made twice (dropped at the stop, said again) once."""
+    texts = models.speaker.texts
+    return " ".join(t for i, t in enumerate(texts) if i == 0 or t != texts[i - 1])
+
+
+def test_speech_over_the_answer_stops_its_decode_at_once(tmp_path):
+    engine = engine_saying(delay=0.05)
+    _, session, sent, idle_after = interrupted(tmp_path, engine, chars=8)
+    assert [m["type"] for m in sent if isinstance(m, dict)][-3:] == ["pause", "start", "ask"]
+    assert idle_after < 0.5 and engine.lm.evaluated < 20  # within a token or two (0.05 s each), not at the end
+    assert session.answer.settled.is_set() and not session.answer.finished
+
+
+def test_an_answer_stopped_by_speech_that_asked_nothing_goes_on_to_its_end(tmp_path):
+    engine = engine_saying(delay=0.02)
+    models, session, sent, _ = interrupted(tmp_path, engine, chars=22)
+    stopped_at = session.answer.text
+    assert 22 <= len(stopped_at) < len(SCRIPT) - 10, stopped_at
+    updates = list(answer(engine, models, session, SETTINGS))
+    assert "Speaking" in updates[0]["status"] and {"type": "resume"} in sent
+    shown = [u["answer"] for u in updates if "answer" in u]
+    assert shown[-1] == SCRIPT.decode()  # the whole answer, not only the rest
+    assert all(s.startswith(stopped_at) for s in shown)
+    assert bytes(engine.lm.prefills[-1][-len(stopped_at):]) == stopped_at.encode()  # went on from its own words
+    wait_spoken(session)
+    assert spoken(models) == SCRIPT.decode()  # every word said once, in order
+    assert not [m for m in sent if isinstance(m, dict) and m["type"] == "hush" and m["turn"] > 1]
+
+
+def test_with_an_engine_that_cannot_go_on_the_words_already_decoded_are_still_said(tmp_path):
+    engine = engine_saying(delay=0.02, continues=False)
+    models, session, _, _ = interrupted(tmp_path, engine, chars=22)
+    stopped_at, prefills = session.answer.text, len(engine.lm.prefills)
+    list(answer(engine, models, session, SETTINGS))
+    wait_spoken(session)
+    assert len(engine.lm.prefills) == prefills  # nothing more asked of the engine
+    assert spoken(models) == stopped_at.strip()
+
+
+def test_an_answer_already_said_in_full_asks_nothing_more(tmp_path):
+    engine = engine_saying(delay=0.0)
+    models = make_models(tmp_path)
+    session = asked(models)
+    on_line(session)
+    list(answer(engine, models, session, SETTINGS))
+    wait_spoken(session)
+    said = list(models.speaker.texts)
+    session.playing_until = time.monotonic() + 10
+    models.transcriber.text = ""
+    for frame in np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85):
+        session.link.hear(pcm(frame))
+    updates = list(answer(engine, models, session, SETTINGS))
+    assert "Speaking" in updates[0]["status"] and len(updates) == 1
+    assert len(engine.lm.prefills) == 1 and models.speaker.texts == said

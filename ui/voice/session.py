@@ -226,10 +226,17 @@ class VoiceSession:
             self.held = HeldSound(now)
 
     def question_over_sound(self) -> None:
-        """The speech over the held sound became a question: the sound waits for its words (no words: it was a
-        false interruption, `play_on`; words: `drop_sound`)."""
+        """Speech over the answer (sounding, or still being made) became a question: a held sound waits for its
+        words (no words: it was a false interruption, `go_on`; words: `drop_sound`)."""
         if self.held is not None:
             self.held.until = self.playing_until
+        if self.answer is not None:
+            self.answer.spoken_over = True
+
+    def go_on(self, now: float) -> bool:
+        """Speech over the answer asked nothing: True if the answer goes on, because its held sound plays on or
+        none of it had sounded yet (over the page's line)."""
+        return self.play_on(now) or (self.link is not None and self.answer is not None and self.answer.unheard_cut)
 
     def play_on(self, now: float) -> bool:
         """The held sound goes on from where it stood; False if none was held."""

@@ -1,10 +1,10 @@
 """One answer as far as it was decoded and spoken.
 
-Speech over a playing answer stops its decode at once (the cores go to hearing the speech). When that speech
-turns out to be no question (a cough, an echo, "uh"), the page plays on what it holds of the answer, and
-`SpokenAnswer.going_on` takes the answer up where it stopped: the sentences made but never played are said
-again, and the decode goes on from the answer's own words (`Request.answer_so_far`), so the answer is not cut
-short by a false interruption.
+Speech over an answer (playing, or still being made) stops its decode at once (the cores go to hearing the
+speech). When that speech turns out to be no question (a cough, an echo, "uh"), the page plays on what it holds
+of the answer, and `SpokenAnswer.going_on` takes the answer up where it stopped: the sentences made but never
+played are said again, and the decode goes on from the answer's own words (`Request.answer_so_far`), so the
+answer is not cut short by a false interruption.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class SpokenAnswer:
     token: CancelToken = field(default_factory=CancelToken)  # stops its decode, a prefill too
     text: str = ""  # the answer's words as streamed so far (after `request.answer_so_far`)
     finished: bool = False  # the engine ended it (not stopped part way)
+    spoken_over: bool = False  # speech over it became a question (which stopped it)
     settled: threading.Event = field(default_factory=threading.Event)  # its stream is over, the text final
 
     def heard(self, text: str) -> None:
@@ -44,6 +45,11 @@ class SpokenAnswer:
 
     def stop(self) -> None:
         self.token.cancel()
+
+    @property
+    def unheard_cut(self) -> bool:
+        """Speech stopped it before any of it was played."""
+        return self.spoken_over and self.queue.taken == 0
 
     @property
     def words(self) -> str:

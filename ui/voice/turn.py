@@ -103,7 +103,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     turn, session.warned_silent = session.turn, False
     heard = _transcribe(models.transcriber, u)
     if isinstance(heard, NotHeard):
-        if session.turn == turn and session.play_on(clock()):  # speech over the answer asked nothing: it goes on
+        if session.turn == turn and session.go_on(clock()):  # speech over the answer asked nothing: it goes on
             yield PlaysOn(heard.message)
             yield from _go_on(engine, models, session, settings, clock)
         else:

@@ -2,6 +2,7 @@
 an echo), the answer goes on from where it stopped, to its end, instead of ending where it was cut (fakes)."""
 
 import time
+import warnings
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def engine_saying(delay: float, continues: bool = True) -> Engine:
     return engine
 
 
-def interrupted(tmp_path, engine: Engine, chars: int):
+def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True):
     """A question's answer streams over the line; once `chars` of it are shown and its sound plays, the person
     coughs over it (0.4 s of sound that becomes a question Whisper hears no words in). (models, session,
     messages to the page, seconds until the engine was idle, not waiting for the answer's own turn to look)."""
@@ -47,7 +48,8 @@ def interrupted(tmp_path, engine: Engine, chars: int):
     events = []
     while not any(isinstance(e, Answering) and len(e.part.text) >= chars for e in events):
         events.append(next(turn))
-    session.playing_until = time.monotonic() + 10  # its first sentence plays
+    if sounding:
+        session.playing_until = time.monotonic() + 10  # its first sentence plays
     transcriber.text = ""
     for frame in np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85):
         session.link.hear(pcm(frame))
@@ -94,6 +96,18 @@ def test_an_answer_stopped_by_speech_that_asked_nothing_goes_on_to_its_end(tmp_p
     wait_spoken(session)
     assert spoken(models) == SCRIPT.decode()  # every word said once, in order
     assert not [m for m in sent if isinstance(m, dict) and m["type"] == "hush" and m["turn"] > 1]
+
+
+def test_an_answer_stopped_before_it_sounded_by_speech_that_asked_nothing_is_taken_up_again(tmp_path):
+    engine = engine_saying(delay=0.05)
+    models, session, sent, _ = interrupted(tmp_path, engine, chars=4, sounding=False)  # before its first phrase
+    assert session.answer.queue.taken == 0 and not [m for m in sent if isinstance(m, bytes)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "No speech heard": nothing was asked, the answer was
+        updates = list(answer(engine, models, session, SETTINGS))
+    assert [u["answer"] for u in updates if "answer" in u][-1] == SCRIPT.decode()
+    wait_spoken(session)
+    assert spoken(models) == SCRIPT.decode()
 
 
 def test_with_an_engine_that_cannot_go_on_the_words_already_decoded_are_still_said(tmp_path):

@@ -191,10 +191,10 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             gr.Warning(toast_text(ev.message), title="Nothing asked")
             session.phase = _idle(session)
             yield {"status": status_html(session.phase)}
-        elif isinstance(ev, PlaysOn):  # the answer that was playing goes on; no toast over it
-            log.info("speech over the answer had no words (%s): it plays on", ev.message)
-            session.phase = "speaking"
-            yield {"status": status_html("speaking")}
+        elif isinstance(ev, PlaysOn):  # the answer that was stopped goes on; no toast over it
+            log.info("speech over the answer had no words (%s): it goes on", ev.message)
+            session.phase = "speaking" if ev.sounding else "thinking"
+            yield {"status": status_html(session.phase)}
         elif isinstance(ev, Answering):
             yield {"answer": ev.part.text, "readout": readout(session.times)}
         elif isinstance(ev, Said):

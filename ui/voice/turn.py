@@ -52,10 +52,11 @@ class NotHeard:
 
 @dataclass(frozen=True)
 class PlaysOn:
-    """Speech over the answer had no words (a false interruption): the answer it held plays on, and `message`
-    says what was not heard."""
+    """Speech over the answer had no words (a false interruption): the answer goes on, and `message` says what
+    was not heard. `sounding`: its sound was held and plays on (False: none of it had sounded yet)."""
 
     message: str
+    sounding: bool = True
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,9 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     turn, session.warned_silent = session.turn, False
     heard = _transcribe(models.transcriber, u)
     if isinstance(heard, NotHeard):
+        sounding = session.held is not None
         if session.turn == turn and session.go_on(clock()):  # speech over the answer asked nothing: it goes on
-            yield PlaysOn(heard.message)
+            yield PlaysOn(heard.message, sounding)
             yield from _go_on(engine, models, session, settings, clock)
         else:
             yield heard

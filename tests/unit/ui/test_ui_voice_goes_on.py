@@ -105,6 +105,7 @@ def test_an_answer_stopped_before_it_sounded_by_speech_that_asked_nothing_is_tak
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "No speech heard": nothing was asked, the answer was
         updates = list(answer(engine, models, session, SETTINGS))
+    assert "Thinking" in updates[0]["status"]  # nothing of it sounds yet
     assert [u["answer"] for u in updates if "answer" in u][-1] == SCRIPT.decode()
     wait_spoken(session)
     assert spoken(models) == SCRIPT.decode()

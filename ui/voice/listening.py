@@ -70,6 +70,8 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
                 session.question_frame = session.frame
             session.starts += 1
             if playing or (session.speech is not None and not session.speech.done):
+                if playing and session.held is None and b is not None and b.hold_s is not None:
+                    session.hold_sound(now)  # it began to sound while the person was already speaking
                 session.question_over_sound()  # a held sound waits for the question's words
                 session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
             session.interrupt()  # the person talks over the answer: it stops at its next token, says no more

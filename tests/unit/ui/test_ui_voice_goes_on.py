@@ -3,6 +3,7 @@ an echo), the answer goes on from where it stopped, to its end, instead of endin
 
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -136,3 +137,19 @@ def test_an_answer_already_said_in_full_asks_nothing_more(tmp_path):
     updates = list(answer(engine, models, session, SETTINGS))
     assert "Speaking" in updates[0]["status"] and len(updates) == 1
     assert len(engine.lm.prefills) == 1 and models.speaker.texts == said
+
+
+def test_speech_that_became_a_question_before_its_sound_was_held_holds_it_instead_of_dropping_it(tmp_path):
+    """The answer began to sound while the person was already speaking (here: a hold that needs longer than a
+    question does), so the question comes with nothing held: the sound is held then, and plays on if no words."""
+    models = make_models(tmp_path, FakeTranscriber(""))
+    session = asked(models)
+    session.utterance = None  # its answer plays
+    link, sent = on_line(session, replace(SETTINGS, voice_barge_in_ms=400))
+    session.playing_until = time.monotonic() + 10
+    for frame in np.split(np.concatenate([voice(0.6), np.zeros(3 * RATE)]), 90):
+        link.hear(pcm(frame))
+    kinds = [m["type"] for m in sent if isinstance(m, dict)]
+    assert kinds[:3] == ["pause", "start", "ask"] and "hush" not in kinds, kinds
+    updates = list(answer(engine_saying(delay=0.0), models, session, SETTINGS))
+    assert "Speaking" in updates[0]["status"] and sent[-1] == {"type": "resume"}

@@ -77,7 +77,6 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
 class RemoteEngine:
     """Drives a remote `/v1/chat/completions`. `base_url`: the server's root, with or without `/v1`."""
 
-    continues_answers = False  # the chat API has no way to say "go on from these words" (`answer_so_far`)
 
     def __init__(self, base_url: str, api_key: str | None = None, *, model: str | None = None,
                  image_format: str = "PNG", timeout_s: float = 300.0, clock=time.perf_counter):
@@ -90,6 +89,9 @@ class RemoteEngine:
         self._active = 0
         self._guard = threading.Lock()
         self._prepare_supported = True
+        # `answer_so_far` goes as the assistant's last message with `continue_final_message`, which only a server
+        # that names that extension in its /health understands (`connect` asks)
+        self.continues_answers = False
 
     @classmethod
     def connect(cls, base_url: str, api_key: str | None = None, **kw) -> RemoteEngine:
@@ -102,7 +104,17 @@ class RemoteEngine:
             raise
         if engine.model is None:
             engine.model = ids[0] if ids else None
+        engine.continues_answers = "continue_final_message" in engine._extensions()
         return engine
+
+    def _extensions(self) -> list[str]:
+        """The extensions this server's /health names ([] when it has none: another kind of server)."""
+        try:
+            health = self._get("/health")
+        except (RemoteError, Busy, ValueError):  # InputError and bad JSON are ValueErrors
+            return []
+        extensions = health.get("extensions") if isinstance(health, dict) else None
+        return extensions if isinstance(extensions, list) else []
 
     # -- requests -------------------------------------------------------------
     def stream(self, request: Request, wait: float | None = None, cancel=None) -> Iterator[Event]:
@@ -170,8 +182,9 @@ class RemoteEngine:
         return collect(self.stream(request, wait))
 
     def _body(self, request: Request) -> dict:
-        if request.answer_so_far:
-            raise InputError("a remote engine cannot continue a stopped answer (Request.answer_so_far)")
+        if request.answer_so_far and not self.continues_answers:
+            raise InputError(f"{self.base_url} cannot go on from an answer so far (its /health names no "
+                             "continue_final_message extension)")
         url = image_data_url(request.image, self.image_format)
         messages: list[dict] = []
         turns = [*((t.question, t.answer) for t in request.history), (request.question, None)]
@@ -181,11 +194,13 @@ class RemoteEngine:
             messages.append({"role": "user", "content": content})
             if answer is not None:
                 messages.append({"role": "assistant", "content": answer})
+        if request.answer_so_far:
+            messages.append({"role": "assistant", "content": request.answer_so_far})
         o = request.options
         body = {"messages": messages, "stream": True, "stream_options": {"include_usage": True},
                 "max_tokens": o.max_new_tokens, "temperature": o.temperature, "top_p": o.top_p, "seed": o.seed,
                 "stop": list(o.stop) or None, "top_k": o.top_k, "repeat_penalty": o.repeat_penalty,
-                "resolution": request.resolution}
+                "resolution": request.resolution, "continue_final_message": bool(request.answer_so_far) or None}
         if self.model:
             body["model"] = self.model
         return {k: v for k, v in body.items() if v is not None}

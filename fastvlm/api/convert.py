@@ -5,7 +5,9 @@ FastVLM's prompt has a fixed system prompt and the image in the first user turn,
 - exactly one `image_url` part, in any user message, is the conversation's image (it goes in the first turn);
 - consecutive messages of one role are joined with newlines, text parts of one message likewise;
 - the messages must alternate user/assistant from a user message and end with a user message: the
-  finished exchanges become `Turn`s (history), the last user message is the question.
+  finished exchanges become `Turn`s (history), the last user message is the question;
+- with `continue_final_message` (vLLM's name) they end with the assistant's answer so far instead, which the
+  answer goes on from (`Request.answer_so_far`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ChatInput:
     history: tuple[Turn, ...]
     options: GenerationOptions
     resolution: int | None
+    answer_so_far: str = ""
 
 
 def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
@@ -77,10 +80,16 @@ def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tu
     return [(role, "\n".join(texts)) for role, texts in runs]
 
 
-def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...]]:
-    """(image URL, question, history) of the messages, or a 400 that says what is wrong."""
+def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...], str]:
+    """(image URL, question, history, answer so far) of the messages, or a 400 that says what is wrong."""
     images: list[tuple[str, str]] = []
     runs = _runs(body, images)
+    so_far = ""
+    if body.continue_final_message:
+        if not runs or runs[-1][0] != "assistant":
+            raise _bad("continue_final_message needs the messages to end with the assistant's answer so far",
+                       "messages")
+        so_far = runs.pop()[1]
     if not images:
         raise _bad("no image in the messages: add a user content part "
                    "{'type': 'image_url', 'image_url': {'url': 'data:image/jpeg;base64,...'}}", "messages",
@@ -94,7 +103,7 @@ def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...
         raise _bad(f"the conversation has {len(runs) // 2} earlier turns, more than the {MAX_TURNS} this server "
                    "accepts (the context holds far fewer): send only the recent turns", "messages", "too_many_turns")
     history = tuple(Turn(runs[k][1], runs[k + 1][1]) for k in range(0, len(runs) - 1, 2))
-    return images[0][0], runs[-1][1], history
+    return images[0][0], runs[-1][1], history, so_far
 
 
 def options(body: ChatCompletionRequest) -> GenerationOptions:
@@ -122,5 +131,5 @@ def resolution(value: int | None) -> int | None:
 
 
 def chat_input(body: ChatCompletionRequest) -> ChatInput:
-    url, question, history = conversation(body)
-    return ChatInput(url, question, history, options(body), resolution(body.resolution))
+    url, question, history, so_far = conversation(body)
+    return ChatInput(url, question, history, options(body), resolution(body.resolution), so_far)

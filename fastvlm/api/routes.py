@@ -46,6 +46,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
                        tags=["fastvlm api"])
     gate = Gate(engine, settings)
     started = time.time()
+    extensions = ["prepare", *(["continue_final_message"] if getattr(engine, "continues_answers", False) else [])]
     max_pixels = images.max_pixels(engine)
 
     def check_model(model: str | None) -> None:
@@ -60,8 +61,12 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         check_model(body.model)
         chat = convert.chat_input(body)
+        if chat.answer_so_far and not getattr(engine, "continues_answers", False):
+            raise ApiError(400, "this server's engine cannot go on from an answer so far (it is itself a client of "
+                           "another server)", param="continue_final_message", code="unsupported")
         image = await decode(chat.image_url)
-        engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution)
+        engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution,
+                                       chat.answer_so_far)
         events = await gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected)
         completion = Completion(settings.model_id)
         if body.stream:
@@ -115,7 +120,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
         for key in ("vision", "llm"):
             if key in info:
                 info[key] = os.path.basename(str(info[key]))
-        return {"status": "ok", "model_id": settings.model_id, "engine": info,
+        return {"status": "ok", "model_id": settings.model_id, "engine": info, "extensions": extensions,
                 "state": "busy" if info.get("busy") else "idle", "uptime_s": round(time.time() - started, 1)}
 
     return router

@@ -62,6 +62,8 @@ class ChatCompletionRequest(_Lenient):
     n: int = Field(1, ge=1)
     resolution: int | None = None  # extension: image size for this request (multiple of 64)
     queue_wait_s: float | None = Field(None, ge=0)  # extension: wait at most this long for the engine (0: never)
+    continue_final_message: bool = False  # extension (vLLM's name): the last message is the assistant's answer
+    # so far; the answer goes on from it and the response holds only what follows
 
 
 class PrepareRequest(_Lenient):

@@ -4,12 +4,14 @@ stopped (the end of the turn, a stop string, the length limit, the context, a St
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 
 from .cancel import CancelToken
 from .config import GenerationOptions
 from .events import Done, Event, FirstToken, Stats, StopReason, TextDelta
+from .kv import LRU
 from .lm import LanguageModel
 from .textstream import AnswerText
 
@@ -64,3 +66,28 @@ class Decode:
             if self.sampled >= self.limit:
                 return "max_tokens"
         return "context_full"
+
+
+class AnswerIds:
+    """Recent answers' exact token ids by their text, those stopped part way too: a prompt quoting an answer (a
+    follow-up's history, a continuation) is then the very positions in the KV cache, where tokenizing the text
+    again may split it differently. An answer's start is found too (`ids(text, start=True)`), at a token's end:
+    a client may stop reading a streamed answer a little before the server stops making it."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self._lru = LRU(capacity)  # text -> (ids, where each id's text ends)
+
+    def put(self, text: str, ids: tuple[int, ...], ends: tuple[int, ...]) -> None:
+        if text:
+            self._lru.put(text, (ids, ends))
+
+    def ids(self, text: str, start: bool = False) -> list[int] | None:
+        """The ids that spelled `text` (or, with `start`, an answer that began with it), or None."""
+        hit = self._lru.get_fresh(text)
+        if hit is not None:
+            return list(hit[0])
+        for whole, (ids, ends) in reversed(self._lru.items()) if start else ():
+            k = bisect_left(ends, len(text))
+            if whole.startswith(text) and k < len(ends) and ends[k] == len(text):
+                return list(ids[:k + 1])
+        return None

@@ -22,7 +22,7 @@ import numpy as np
 from . import plan as planner
 from . import preprocess
 from .cancel import CancelToken
-from .decode import Decode
+from .decode import AnswerIds, Decode
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
 from .describe import loaded
 from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, collect
@@ -49,9 +49,7 @@ class Engine:
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
-        # Recent answers' exact token ids (those stopped part way too): a follow-up's history or a continuation
-        # then re-uses the generated tokens (re-tokenizing the text may split it differently and miss the KV cache).
-        self._answers = LRU(64)
+        self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
 
     @classmethod
     def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
@@ -237,14 +235,15 @@ class Engine:
         return spec.check_size(size) if spec is not None else size
 
     def _tokenize(self, text: str, *, special: bool) -> list[int]:
-        known = None if special else self._answers.get_fresh(text)
-        return list(known) if known is not None else self.lm.tokenize(text, special=special)
+        known = None if special else self._answers.ids(text)
+        return known if known is not None else self.lm.tokenize(text, special=special)
 
     def _run(self, request: Request, t0: float, cancel: CancelToken) -> Iterator[Event]:
         opts = request.options
         img, t_pre, t_enc = self._embed(request.image, request.resolution, cancel)
         budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
-        p = planner.plan(request.question, request.history, img, self._tokenize, budget, request.answer_so_far)
+        said = self._answer_so_far(request.answer_so_far)
+        p = planner.plan(request.question, request.history, img, self._tokenize, budget, said[1])
         for message in p.notices:
             yield Notice(message)
         if not self.config.kv_reuse:
@@ -259,17 +258,22 @@ class Engine:
             yield Done(replace(stats, prefill_s=self._clock() - t, total_s=self._clock() - t0, stop_reason="cancelled"))
             return
         stats = replace(stats, prefill_s=self._clock() - t, reused_tokens=reused)
-        yield from self._decode(request, stats, t0, cancel)
+        yield from self._decode(request, stats, t0, cancel, said)
 
-    def _decode(self, request: Request, stats: Stats, t0: float, cancel: CancelToken) -> Iterator[Event]:
-        text = request.answer_so_far
-        before = (text, tuple(self._tokenize(text, special=False)) if text else ())
+    def _answer_so_far(self, text: str) -> tuple[str, tuple[int, ...]]:
+        """An answer's words so far and the ids that spell them: the very ones made for it, where known."""
+        if not text:
+            return "", ()
+        return text, tuple(self._answers.ids(text, start=True) or self.lm.tokenize(text, special=False))
+
+    def _decode(self, request: Request, stats: Stats, t0: float, cancel: CancelToken,
+                before: tuple[str, tuple[int, ...]]) -> Iterator[Event]:
         run = Decode(self.lm, request.options, cancel, self._clock, before)
         try:
             yield from run.events(stats, t0)
         finally:  # an answer stopped part way too: a continuation of it reuses its positions in the KV cache
             spelled = run.answer.spelled()
-            if spelled is not None and spelled[0]:
+            if spelled is not None:
                 self._answers.put(*spelled)
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import prompt
@@ -51,16 +51,16 @@ def _count(token_lists: list[list[int] | None], n_image: int) -> int:
 
 
 def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int,
-         answer_so_far: str = "") -> Plan:
+         answer_so_far: Sequence[int] = ()) -> Plan:
     """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question.
-    `answer_so_far` follows the assistant's header as plain text (an answer to continue); it is never cut.
+    `answer_so_far` (token ids of plain text) follows the assistant's header: an answer to go on from; never cut.
 
     Linear in what is kept: turns are costed newest first, each tokenized once, and the walk stops at the
     first turn that does not fit (older turns, and any beyond `MAX_TURNS`, are never tokenized).
     """
     n_image = len(image.embeddings)
     notices: list[str] = []
-    said = tokenize(answer_so_far, special=False) if answer_so_far else []
+    said = list(answer_so_far)
     budget -= len(said)
     kept = _newest_that_fit(question, history[-MAX_TURNS:], n_image, tokenize, budget)
     while True:

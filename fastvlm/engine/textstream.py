@@ -66,12 +66,17 @@ class AnswerText:
         self.ids: list[int] = []
         self.pieces: list[str] = []
         self.stopped = False  # a stop string was hit: the ids spell more than the text
+        # per id, the length of the text streamed once it was fed (-1: not known, inside the words before)
+        self._chars = len(before[0])
+        self.ends: list[int] = [*([-1] * (len(before[1]) - 1)), self._chars] if before[1] else []
 
     def feed(self, token: int) -> tuple[str, bool]:
         """(text safe to stream, whether a stop string was hit)."""
         self.ids.append(token)
         out, hit = self._stops.feed(self._utf8.feed(self._piece(token)))
-        return self._out(out, hit)
+        self._out(out, hit)
+        self.ends.append(self._chars)
+        return out, hit
 
     def flush(self) -> tuple[str, bool]:
         """What is left at the end."""
@@ -82,15 +87,16 @@ class AnswerText:
     def _out(self, out: str, hit: bool) -> tuple[str, bool]:
         if out:
             self.pieces.append(out)
+            self._chars += len(out)
         self.stopped |= hit
         return out, hit
 
-    def spelled(self) -> tuple[str, tuple[int, ...]] | None:
-        """(the whole answer's text, the ids that spell it exactly), the words before included; None while some
-        of the tokens' text is held back (then the ids say more than the text)."""
+    def spelled(self) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
+        """(the whole answer's text, the ids that spell it exactly, where each id's text ends), the words before
+        included; None while some of the tokens' text is held back (then the ids say more than the text)."""
         if self.stopped or not self._utf8.whole or self._stops.holding:
             return None
-        return self._before[0] + "".join(self.pieces), self._before[1] + tuple(self.ids)
+        return self._before[0] + "".join(self.pieces), self._before[1] + tuple(self.ids), tuple(self.ends)
 
 
 def _overlap(text: str, stop: str) -> int:

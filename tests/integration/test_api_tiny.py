@@ -102,6 +102,22 @@ def test_remote_engine_gets_the_engines_events(tiny_engine, server):
     assert 0 < here.ttft_s <= here.total_s
 
 
+def test_an_answer_stopped_part_way_goes_on_through_remote_engine_to_the_same_answer(tiny_engine, server):
+    image = np.random.default_rng(4).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    req = Request(image, "What is there?", options=GREEDY)
+    whole = tiny_engine.answer(req).text
+    with RemoteEngine.connect(server.url) as remote:
+        assert remote.continues_answers
+        stream, so_far = remote.stream(req), ""
+        for ev in stream:
+            so_far += ev.text if isinstance(ev, TextDelta) else ""
+            if len(so_far) >= len(whole) // 3:
+                break
+        stream.close()
+        rest = remote.answer(Request(image, "What is there?", options=GREEDY, answer_so_far=so_far))
+    assert 0 < len(so_far) < len(whole) and so_far + rest.text == whole
+
+
 def test_a_second_server_drives_the_first_through_remote_engine(tiny_engine, server):
     image = png(4)
     expected = tiny_engine.answer(Request(image, "Count them.", options=GREEDY)).text

@@ -33,7 +33,7 @@ def api_error(fn, *args) -> ApiError:
 def test_one_user_message_with_image_and_text():
     b = body([{"role": "system", "content": "Be terse."},
               {"role": "user", "content": [image_part(), {"type": "text", "text": "What is it?"}]}])
-    url, question, history = convert.conversation(b)
+    url, question, history, _ = convert.conversation(b)
     assert (url, question, history) == (URL, "What is it?", ())
 
 
@@ -47,15 +47,26 @@ def test_later_messages_become_history_and_runs_of_one_role_are_joined():
         {"role": "developer", "content": "ignored"},
         {"role": "user", "content": "And now?"},
     ])
-    _, question, history = convert.conversation(b)
+    _, question, history, _ = convert.conversation(b)
     assert question == "And now?"
     assert history == (Turn("Hi.", "A cat."), Turn("Colour?\nBe brief.", ""))
+
+
+def test_continue_final_message_takes_the_assistants_last_words_as_the_answer_so_far():
+    messages = [{"role": "user", "content": [image_part(), {"type": "text", "text": "What is it?"}]},
+                {"role": "assistant", "content": "It is a "}]
+    url, question, history, so_far = convert.conversation(body(messages, continue_final_message=True))
+    assert (question, history, so_far) == ("What is it?", (), "It is a ")  # the trailing space kept
+    assert convert.chat_input(body(messages, continue_final_message=True)).answer_so_far == "It is a "
+    assert "end with a user message" in api_error(convert.conversation, body(messages)).message  # not asked for
+    e = api_error(convert.conversation, body(messages[:1], continue_final_message=True))
+    assert "assistant's answer so far" in e.message
 
 
 def test_the_image_may_come_in_a_later_user_message():
     b = body([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
               {"role": "user", "content": [image_part("data:image/jpeg;base64,AAAA"), {"type": "text", "text": "?"}]}])
-    url, _, history = convert.conversation(b)
+    url, _, history, _ = convert.conversation(b)
     assert url == "data:image/jpeg;base64,AAAA" and history == (Turn("Hi", "Hello"),)
 
 

@@ -11,7 +11,7 @@ from tests.unit.api.test_api_server import IMG, make_engine, serve
 
 
 def test_remote_engine_events_stats_notices_and_errors():
-    engine, _ = make_engine(script="héllo 🌍".encode(), n_ctx=200)
+    engine, lm = make_engine(script="héllo 🌍".encode(), n_ctx=200)
     with serve(engine) as server:
         remote = RemoteEngine.connect(server.url + "/v1")
         assert remote.model == "fastvlm"
@@ -28,9 +28,9 @@ def test_remote_engine_events_stats_notices_and_errors():
         assert stats.stop_reason == "end_of_turn" and 0 < stats.ttft_s <= stats.total_s
         with pytest.raises(InputError, match="multiple of 64"):
             remote.answer(Request(IMG, "q", resolution=100))
-        assert not remote.continues_answers and engine.continues_answers
-        with pytest.raises(InputError, match="cannot continue"):  # never answered as if it were a new question
-            remote.answer(Request(IMG, "q", answer_so_far="It is"))
+        assert remote.continues_answers  # this server's /health names continue_final_message
+        remote.answer(Request(IMG, "Hi", answer_so_far="Well, héllo"))
+        assert bytes(lm.prefills[-1][-len("Well, héllo".encode()):]) == "Well, héllo".encode()  # after the header
         assert remote.prepare(IMG) is True
         d = remote.describe()
         assert d["backend"] == server.url and d["llm"] == "m.gguf" and d["busy"] is False
@@ -76,5 +76,8 @@ def test_remote_engine_against_another_kind_of_server():
         stats = events[-1].stats
         assert (stats.prompt_tokens, stats.new_tokens, stats.stop_reason) == (9, 3, "max_tokens")
         assert remote.prepare(IMG) is False and remote._prepare_supported is False  # no /v1/prepare there
+        assert not remote.continues_answers
+        with pytest.raises(InputError, match="cannot go on"):  # never answered as if it were a new question
+            remote.answer(Request(IMG, "q", answer_so_far="It is"))
         info = remote.describe()  # no /health there: what the UI reads, with an error
         assert info["backend"] == server.url and info["resolution"] == 1024 and "error" in info

@@ -245,3 +245,18 @@ def test_trusted_proxies_must_be_addresses():
     with pytest.raises(ValueError, match="'nginx' is not an IP address or network.*FASTVLM_TRUSTED_PROXIES"):
         ApiSettings(trusted_proxies=("nginx",))
     assert ApiSettings(trusted_proxies=("10.0.0.0/8", "::1")).trusted_proxies == ("10.0.0.0/8", "::1")
+
+
+def test_continue_final_message_is_offered_only_by_an_engine_that_can_go_on():
+    going_on = [*msgs(IMAGE), {"role": "assistant", "content": "It is "}]
+    engine, lm = make_engine(script=b"grey.")
+    with serve(engine) as server:
+        assert httpx.get(server.url + "/health").json()["extensions"] == ["prepare", "continue_final_message"]
+        r = post(server, {"messages": going_on, "continue_final_message": True})
+        assert r.json()["choices"][0]["message"]["content"] == "grey."  # only what follows
+        assert bytes(lm.prefills[-1][-len(b"It is "):]) == b"It is "
+    engine.continues_answers = False  # as a server that is itself a client of another one
+    with serve(engine) as server:
+        assert httpx.get(server.url + "/health").json()["extensions"] == ["prepare"]
+        r = post(server, {"messages": going_on, "continue_final_message": True})
+        assert r.status_code == 400 and error_of(r)["param"] == "continue_final_message"

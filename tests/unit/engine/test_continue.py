@@ -6,6 +6,7 @@ import pytest
 
 from fastvlm import GenerationOptions, Request, TextDelta, Turn
 from fastvlm.engine import plan as planner
+from fastvlm.engine.decode import AnswerIds
 from fastvlm.engine.kv import Image, Tokens
 from fastvlm.engine.textstream import AnswerText
 from tests.fakes import FakeLM
@@ -16,8 +17,8 @@ def test_the_words_so_far_follow_the_assistant_header_as_plain_text():
     lm = FakeLM()
     image = Image(("img",), np.zeros((4, 8), np.float32))
     plain = planner.plan("q", (), image, lm.tokenize, 4096)
-    going_on = planner.plan("q", (), image, lm.tokenize, 4096, answer_so_far="It is <|im_end|>")
     said = lm.tokenize("It is <|im_end|>", special=False)
+    going_on = planner.plan("q", (), image, lm.tokenize, 4096, answer_so_far=said)
     assert going_on.positions == plain.positions + len(said)
     tail = going_on.parts[-1]
     assert isinstance(tail, Tokens)
@@ -29,7 +30,7 @@ def test_a_question_is_cut_before_the_words_so_far_are():
     lm = FakeLM()
     image = Image(("img",), np.zeros((4, 8), np.float32))
     plain = planner.plan("what is this", (), image, lm.tokenize, 4096)
-    p = planner.plan("what is this", (), image, lm.tokenize, plain.positions + 3, answer_so_far="abcdef")
+    p = planner.plan("what is this", (), image, lm.tokenize, plain.positions + 3, answer_so_far=list(b"abcdef"))
     assert p.positions == plain.positions + 3
     assert p.parts[-1].ids[-6:] == tuple(b"abcdef")
     assert any("cut" in n for n in p.notices)
@@ -56,20 +57,24 @@ class _CountingLM(FakeLM):
         return super().tokenize(text, special=special)
 
 
-def test_the_ids_of_an_answer_stopped_part_way_are_kept_for_its_continuation():
+def stopped_after(chars: int):
+    """An engine whose answer "abcdefgh" was read `chars` characters far, then its stream closed (what the voice
+    tab's read-ahead does when speech comes over the answer); its LM notes what it tokenizes from then on."""
     lm = _CountingLM(b"abcdefgh")
     engine, _ = make()
     engine.lm = lm
-    stream = engine.stream(Request(IMG, "q"))
-    text = ""
+    stream, text = engine.stream(Request(IMG, "q")), ""
     for ev in stream:
-        if isinstance(ev, TextDelta):
-            text += ev.text
-            if len(text) == 3:
-                break
-    stream.close()  # what the voice tab's read-ahead does when speech comes over the answer
-    assert text == "abc"
+        text += ev.text if isinstance(ev, TextDelta) else ""
+        if len(text) == chars:
+            break
+    stream.close()
     lm.tokenized.clear()
+    return engine, lm
+
+
+def test_the_ids_of_an_answer_stopped_part_way_are_kept_for_its_continuation():
+    engine, lm = stopped_after(3)
     list(engine.stream(Request(IMG, "q", answer_so_far="abc")))
     assert "abc" not in lm.tokenized  # its own ids were used, not a new tokenization of its text
 
@@ -85,7 +90,7 @@ def test_answer_text_spells_its_ids_only_when_nothing_is_held_back(piece_bytes, 
         answer.feed(token)
     spelled = answer.spelled()
     if whole:
-        assert spelled == ("Yes, abc", (7, 8, 0, 1))
+        assert spelled == ("Yes, abc", (7, 8, 0, 1), (-1, 5, 7, 8))
     else:
         assert spelled is None
 
@@ -115,3 +120,19 @@ def test_the_words_so_far_count_against_the_answers_length():
     spent = engine.answer(Request(IMG, "q", options=GenerationOptions(max_new_tokens=4), answer_so_far="wxyz"))
     assert (spent.text, spent.stats.stop_reason, spent.stats.new_tokens) == ("", "max_tokens", 0)
     assert len(lm.prefills) == prefills + 1  # the prompt is still checked and prefilled (it must fit)
+
+
+def test_the_start_of_a_kept_answer_is_found_at_a_tokens_end_and_only_when_asked_for():
+    answers = AnswerIds()
+    answers.put("It is a cat", (1, 2, 3, 4), (2, 5, 7, 11))  # "It" " is" " a" " cat"
+    assert answers.ids("It is a cat") == [1, 2, 3, 4]
+    assert answers.ids("It is", start=True) == [1, 2] and answers.ids("It is") is None  # a question: its own
+    assert answers.ids("It i", start=True) is None  # inside a token: tokenized anew
+    assert answers.ids("Is it", start=True) is None and answers.ids("", start=True) is None
+
+
+def test_a_stream_read_only_in_part_goes_on_from_the_ids_the_server_made():
+    """A remote client stops reading after "abc"; the server made "abcde" before it saw the client go."""
+    engine, lm = stopped_after(5)
+    list(engine.stream(Request(IMG, "q", answer_so_far="abc")))
+    assert "abc" not in lm.tokenized

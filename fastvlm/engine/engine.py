@@ -22,8 +22,8 @@ import numpy as np
 from . import plan as planner
 from . import preprocess
 from .cancel import CancelToken
-from .decode import AnswerIds, Decode
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
+from .decode import AnswerIds, Decode
 from .describe import loaded
 from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, collect
 from .kv import LRU, Image

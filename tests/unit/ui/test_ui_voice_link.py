@@ -82,9 +82,8 @@ def test_a_line_that_does_not_begin_with_a_hello_carrying_its_token_is_closed(tm
             with pytest.raises(WebSocketDisconnect) as e:
                 ws.receive_text()
             assert (e.value.code, e.value.reason) == NO_HELLO
-    with pytest.raises(WebSocketDisconnect):  # the token in the path opens nothing
-        with client.websocket_connect(f"/voice/link/{token}") as ws:
-            ws.receive_text()
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect(f"/voice/link/{token}") as ws:
+        ws.receive_text()  # the token in the path opens nothing
     assert session.link is None and links.open_lines == 0
 
 

@@ -14,7 +14,6 @@ from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, 
 from ui import create_app
 from ui.voice.link import VoiceLink, VoiceLinks
 from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
-from ui.voice.turn import Answering
 from ui.voice.tab import (
     answer,
     check_microphone,
@@ -28,6 +27,7 @@ from ui.voice.tab import (
     status_html,
     stop,
 )
+from ui.voice.turn import Answering
 
 FRAME = np.full((48, 64, 3), 120, np.uint8)
 
@@ -250,7 +250,7 @@ def test_speaking_on_after_the_verdict_drops_the_answer_begun_for_it(tmp_path):
 def test_a_pause_mid_question_is_answered_once_with_the_whole_question(tmp_path):
     models = make_models(tmp_path)  # the fake transcriber hears a finished question at every pause
     session = VoiceSession(frame=FRAME)
-    token, _ = open_line(VoiceLinks(SETTINGS), models, session)  # the page's line: answered at the verdict
+    open_line(VoiceLinks(SETTINGS), models, session)  # the page's line: answered at the verdict
     link, sent = on_line(session)
     audio = np.concatenate([voice(1.0), np.zeros(RATE // 2), voice(0.6), np.zeros(RATE)])  # 0.5 s pause mid-way
     for frame in np.array_split(audio, audio.size // 640):

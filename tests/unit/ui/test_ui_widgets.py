@@ -14,7 +14,6 @@ from tests.fakes import FakeLM, FakeVision
 from ui.settings import AppSettings
 from ui.widgets import (
     UNREADABLE,
-    Partial,
     Turnstile,
     by_component,
     follow,

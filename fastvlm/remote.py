@@ -77,7 +77,6 @@ def _sse_data(lines: Iterator[str]) -> Iterator[str]:
 class RemoteEngine:
     """Drives a remote `/v1/chat/completions`. `base_url`: the server's root, with or without `/v1`."""
 
-
     def __init__(self, base_url: str, api_key: str | None = None, *, model: str | None = None,
                  image_format: str = "PNG", timeout_s: float = 300.0, clock=time.perf_counter):
         root = base_url.rstrip("/")

@@ -32,7 +32,7 @@ class BackgroundLoad:
         self._closing = False  # close() came first: the load closes what it builds
         self._thread = threading.Thread(target=self._run, name="engine-load", daemon=True)
 
-    def start(self) -> "BackgroundLoad":
+    def start(self) -> BackgroundLoad:
         self._thread.start()
         return self
 
@@ -80,6 +80,12 @@ class BackgroundLoad:
 
     def prepare(self, image: Any, resolution: int | None = None) -> bool:
         return self.state == "ready" and self._engine.prepare(image, resolution)
+
+    @property
+    def continues_answers(self) -> bool:
+        """As the engine it loaded (`Request.answer_so_far`); meanwhile True: app.py loads an `Engine`, which can,
+        and a request before it is ready gets `Busy` anyway."""
+        return self._engine is None or bool(getattr(self._engine, "continues_answers", False))
 
     def describe(self) -> dict:
         if self.state == "ready":

@@ -22,8 +22,10 @@ def test_stands_in_while_loading_then_serves():
     assert loader.busy and loader.prepare(IMG) is False
     with pytest.raises(Busy, match="still loading"):
         next(loader.stream(Request(IMG, "q"), wait=0))
+    assert loader.continues_answers  # what the app loads (an Engine) can go on from an answer so far
     gate.set()
     assert loader.answer(Request(IMG, "q")).text == "ok"  # waits for the load
+    assert loader.continues_answers and loader.answer(Request(IMG, "q", answer_so_far="o")).text == "ok"
     assert loader.describe()["state"] == "ready" and not loader.busy and loader.prepare(IMG)
 
 

@@ -49,6 +49,11 @@ class Transcript:
         return bool(words) and all(w in FILLERS for w in words)
 
     @property
+    def asks_nothing(self) -> bool:
+        """No words were heard: silence, noise, or only hesitation sounds."""
+        return self.no_speech or not self.text.strip() or self.only_fillers
+
+    @property
     def notice(self) -> str | None:
         """A line for the person, or None when all went as expected."""
         if self.no_speech:

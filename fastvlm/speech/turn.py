@@ -12,6 +12,8 @@ Two rules (`SpeechConfig.end_of_turn`):
             waited for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
             A finished question's end waits up to `turn_hold_ms` (150 ms) more while sound has come back in
             the pause's last 0.1 s that the VAD has not yet called speech: it soon says whether the person went on.
+            Speech over an answer (`over_answer`, set by the caller) in which Whisper hears no words (a cough,
+            "um") ends after the confirming silence instead of the fallback, so the answer goes on ~1.5 s sooner.
 `TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
 transcript begun at its pause, if any) for the end; `settle(timeout)` waits for a verdict still being made.
 """
@@ -43,7 +45,7 @@ class TurnEnded(UtteranceEnded):
 
     transcript: Future | None = None
     by: str = "silence"  # silence (the fixed rule) | judge (semantic: finished) | fallback (semantic: max silence)
-    # | max_audio (still speaking at `max_audio_s`)
+    # | max_audio (still speaking at `max_audio_s`) | no_words (semantic, `over_answer`: nothing was asked)
     verdict: Verdict | None = None
 
 
@@ -97,7 +99,9 @@ class TurnTaker:
         self.likely_events = likely_events
         self._end_silence_s = (c.turn_confirm_silence_ms if likely_events else c.turn_min_silence_ms) / 1000
         self._hold_s = c.turn_hold_ms / 1000
+        self._no_words_s = c.turn_confirm_silence_ms / 1000
         self._pause: _Pause | None = None
+        self.over_answer = False  # the speech going on began over an answer: with no words in it, it ends sooner
 
     @property
     def pending(self) -> bool:
@@ -124,7 +128,7 @@ class TurnTaker:
         p = self._pause
         if p is not None and p.likely and self.detector.silence_s(p.event.end_s) is None:
             out += self._resumed()
-        return out + self._decide()
+        return self._ended(out + self._decide())
 
     def settle(self, timeout_s: float) -> list[TurnEvent | TurnLikelyEnded | TurnResumed]:
         """Wait up to `timeout_s` for the verdict on the pause going on (none: returns at once); the end it
@@ -132,11 +136,17 @@ class TurnTaker:
         p = self._pause
         if p is not None and p.verdict is not None and timeout_s > 0:
             wait_futures([p.verdict], timeout_s)
-        return self._decide()
+        return self._ended(self._decide())
 
     def reset(self) -> None:
         self.detector.reset()
         self._pause = None
+        self.over_answer = False
+
+    def _ended(self, events: list) -> list:
+        if any(isinstance(e, TurnEnded) for e in events):
+            self.over_answer = False  # the next speech says for itself whether it is over an answer
+        return events
 
     def _resumed(self) -> list:
         """The person spoke on: a `TurnLikelyEnded` sent for the pause going on is withdrawn."""
@@ -152,20 +162,39 @@ class TurnTaker:
             p.verdict = None
             return []
         silence = self.detector.silence_s(p.event.end_s)
-        if not verdict.complete or silence is None:
+        if silence is None:
             return []
+        if not verdict.complete:
+            return self._no_words(p, silence, verdict)
         out: list = []
         if self.likely_events and not p.likely:
             p.likely = True
             out.append(TurnLikelyEnded(p.event.audio, p.event.start_s, p.event.end_s, p.transcript, verdict))
-        if silence < self._end_silence_s or (silence < self._end_silence_s + self._hold_s and self._stirs(p)):
+        if self._waits(p, silence, self._end_silence_s):
             return out
+        log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
+        return out + self._end(p, "judge", verdict)
+
+    def _no_words(self, p: _Pause, silence: float, verdict: Verdict) -> list:
+        """Speech over an answer that Whisper heard no words in (nothing, or only "um"s) is over once the silence
+        that confirms a question has passed, not the fallback's: a false interruption, after which the answer goes
+        on. Any other unfinished question is waited for."""
+        heard = p.transcript.result() if p.transcript.done() and p.transcript.exception() is None else None
+        if not self.over_answer or heard is None or not heard.asks_nothing or self._waits(p, silence, self._no_words_s):
+            return []
+        log.debug("speech over the answer had no words (%r): over after %.2f s of silence", heard.text, silence)
+        return self._end(p, "no_words", verdict)
+
+    def _waits(self, p: _Pause, silence: float, needed_s: float) -> bool:
+        """The pause has not lasted `needed_s`, or only just, and sound is coming back (`_stirs`: up to the hold)."""
+        return silence < needed_s or (silence < needed_s + self._hold_s and self._stirs(p))
+
+    def _end(self, p: _Pause, by: str, verdict: Verdict) -> list:
         ended = self.detector.end_now(p.event.end_s)
         self._pause = None
         if ended is None:
-            return out
-        log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
-        return out + [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, "judge", verdict)]
+            return []
+        return [TurnEnded(ended.audio, ended.start_s, ended.end_s, False, p.transcript, by, verdict)]
 
     def _stirs(self, p: _Pause) -> bool:
         """Sound came back in the pause's last `_RECENT_S`: the person may be going on, and the VAD has not

@@ -69,7 +69,8 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
             if session.question_frame is None or not d.onsets:
                 session.question_frame = session.frame
             session.starts += 1
-            if playing or (session.speech is not None and not session.speech.done):
+            taker.over_answer = playing or (session.speech is not None and not session.speech.done)
+            if taker.over_answer:  # with no words, it is over sooner (turn.TurnTaker) and the answer goes on
                 if playing and session.held is None and b is not None and b.hold_s is not None:
                     session.hold_sound(now)  # it began to sound while the person was already speaking
                 session.question_over_sound()  # a held sound waits for the question's words

@@ -131,6 +131,28 @@ def test_an_unfinished_question_waits_for_the_fallback_silence():
     assert end.transcript is not None  # the transcript begun at its pause is still the one used
 
 
+@pytest.mark.parametrize("heard", ["Um, uh...", ""])
+def test_speech_over_an_answer_with_no_words_is_over_at_the_confirming_silence(heard):
+    audio = np.concatenate([voice(0.9), quiet(3.0)])
+    over = semantic(ScriptedTranscriber(heard), likely_events=True)
+    over.over_answer = True  # the caller says the speech began over an answer
+    [(end, seen)] = ends(hear(over, audio))
+    assert end.by == "no_words" and end.transcript.result().text == heard
+    assert 0.9 + CONFIRM_S <= seen <= 0.9 + CONFIRM_S + HOLD_S + 0.1
+    assert not over.over_answer  # the next speech says for itself
+    alone = semantic(ScriptedTranscriber(heard), likely_events=True)  # not over an answer: waited for, as before
+    [(end, seen)] = ends(hear(alone, audio))
+    assert end.by == "fallback" and seen >= 0.9 + 2.0
+
+
+def test_speech_over_an_answer_that_goes_on_after_an_um_is_one_question():
+    transcriber = ScriptedTranscriber("Um", "Um, what is written on the sign?")
+    taker = semantic(transcriber, likely_events=True)
+    taker.over_answer = True
+    [(end, _)] = ends(hear(taker, np.concatenate([voice(0.4), quiet(0.4), voice(1.2), quiet(2.0)])))
+    assert end.by == "judge" and end.transcript.result().text == "Um, what is written on the sign?"
+
+
 def test_a_pause_mid_sentence_is_waited_out_when_the_words_so_far_are_unfinished():
     transcriber = ScriptedTranscriber("What color is", "What color is the shirt I am wearing?")
     taker = semantic(transcriber)

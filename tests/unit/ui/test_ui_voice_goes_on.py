@@ -37,10 +37,11 @@ def engine_saying(delay: float, continues: bool = True) -> Engine:
     return engine
 
 
-def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True):
+def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True, asked_at: list | None = None):
     """A question's answer streams over the line; once `chars` of it are shown and its sound plays, the person
     coughs over it (0.4 s of sound that becomes a question Whisper hears no words in). (models, session,
-    messages to the page, seconds until the engine was idle, not waiting for the answer's own turn to look)."""
+    messages to the page, seconds until the engine was idle, not waiting for the answer's own turn to look).
+    `asked_at` gets the seconds of quiet after the cough at which the page was told its question was over."""
     transcriber = FakeTranscriber("What do you count?")
     models = make_models(tmp_path, transcriber)
     session = asked(models)
@@ -52,8 +53,11 @@ def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True):
     if sounding:
         session.playing_until = time.monotonic() + 10  # its first sentence plays
     transcriber.text = ""
-    for frame in np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85):
+    for k, frame in enumerate(np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85)):  # 40 ms each
+        asks = sum(1 for m in sent if isinstance(m, dict) and m["type"] == "ask")
         session.link.hear(pcm(frame))
+        if asked_at is not None and sum(1 for m in sent if isinstance(m, dict) and m["type"] == "ask") > asks:
+            asked_at.append((k + 1) * 0.04 - 0.4)
     t = time.monotonic()
     while engine.busy and time.monotonic() - t < 2:
         time.sleep(0.005)
@@ -97,6 +101,18 @@ def test_an_answer_stopped_by_speech_that_asked_nothing_goes_on_to_its_end(tmp_p
     wait_spoken(session)
     assert spoken(models) == SCRIPT.decode()  # every word said once, in order
     assert not [m for m in sent if isinstance(m, dict) and m["type"] == "hush" and m["turn"] > 1]
+
+
+def test_a_cough_over_the_answer_is_over_at_the_confirming_silence_not_at_the_fallback(tmp_path):
+    engine, asked_at = engine_saying(delay=0.02), []
+    models, session, _, _ = interrupted(tmp_path, engine, chars=22, asked_at=asked_at)
+    config = models.config
+    assert len(asked_at) == 1, asked_at
+    assert config.turn_confirm_silence_ms / 1000 <= asked_at[0] <= (config.turn_confirm_silence_ms
+                                                                    + config.turn_hold_ms) / 1000 + 0.1
+    assert asked_at[0] < config.turn_max_silence_ms / 1000  # not the 2 s fallback the unfinished questions wait
+    updates = list(answer(engine, models, session, SETTINGS))
+    assert [u["answer"] for u in updates if "answer" in u][-1] == SCRIPT.decode()  # and then it goes on
 
 
 def test_an_answer_stopped_before_it_sounded_by_speech_that_asked_nothing_is_taken_up_again(tmp_path):

@@ -34,10 +34,11 @@ def espeak():
         skip_missing("espeakng-loader", f"no eSpeak NG library to speak the questions: {e}")
 
 
-def turns(whisper, spoken, rule="semantic", kinds=(TurnEnded,), config=CONFIG, chunk=1600):
+def turns(whisper, spoken, rule="semantic", kinds=(TurnEnded,), config=CONFIG, chunk=1600, over_answer=False):
     """Every turn the taker takes in `spoken` (and the other `kinds` of event), chunk by chunk (0.1 s), each
-    verdict waited for."""
+    verdict waited for. `over_answer`: the speech begins over an answer (as the voice tab says at its start)."""
     taker = TurnTaker(silero_vad(), whisper, config, TranscriptJudge(), rule, likely_events=True)
+    taker.over_answer = over_answer
     out = []
     for i in range(0, spoken.audio.size, chunk):
         events = taker.feed(RATE, spoken.audio[i : i + chunk]) + taker.settle(10.0)
@@ -81,6 +82,15 @@ def test_an_unfinished_question_is_waited_for_until_the_fallback_silence(whisper
     [(end, seen)] = turns(whisper, spoken)
     assert end.by == "fallback" and not end.verdict.complete, end.verdict
     assert seen - spoken.end_s >= CONFIG.turn_max_silence_ms / 1000
+
+
+def test_hesitation_over_an_answer_is_over_at_the_confirming_silence_not_the_fallback(whisper, espeak):
+    spoken = speak(espeak, ("Uh, um",), 140, tail_s=3.0)
+    [(end, seen)] = turns(whisper, spoken, over_answer=True)
+    assert end.by == "no_words" and end.transcript.result().asks_nothing, end.transcript.result()
+    assert seen - spoken.end_s <= (CONFIG.turn_confirm_silence_ms + CONFIG.turn_hold_ms) / 1000 + 0.1 + 0.15
+    [(alone, seen)] = turns(whisper, spoken)  # the same sounds on their own are waited for, as before
+    assert alone.by == "fallback" and seen - spoken.end_s >= CONFIG.turn_max_silence_ms / 1000
 
 
 def test_a_pause_mid_sentence_does_not_end_the_question(whisper, espeak):

@@ -3,10 +3,11 @@
 `tab` lays the tab out and turns events into page updates; `session` is one person's listening state and the
 speech models everyone shares; `turn` answers one question and speaks it; `speech_queue` synthesizes an answer's
 sentences in order; `capture` sets how the page opens the microphone; `link` is the page's own audio line
-(microphone in, spoken answer out, one WebSocket; its page side is link.js). See docs/voice.md."""
+(microphone in, spoken answer out, one WebSocket; its page side is link.js), `links` every person's line and the
+route they open. See docs/voice.md."""
 
 from .capture import capture_head
-from .link import VoiceLinks
+from .links import VoiceLinks
 from .session import SpeechModels, VoiceUnavailable
 from .tab import build_voice_tab
 from .tab import prepare as prepare_frame

@@ -21,20 +21,15 @@ session. Limits: `LinkLimits`.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import logging
-import secrets
 import struct
 import threading
 import time
 import wave
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,9 +39,6 @@ from fastvlm.speech.turn import TurnResumed
 from ..settings import AppSettings
 from .listening import BargeIn, listen
 from .session import VoiceSession
-
-if TYPE_CHECKING:
-    from starlette.websockets import WebSocket
 
 log = logging.getLogger(__name__)
 
@@ -193,127 +185,3 @@ def sound_message(path: Path) -> bytes:
             if w.getsampwidth() == 2 and w.getnchannels() == 1:
                 return struct.pack("<I", w.getframerate()) + w.readframes(w.getnframes())
     return struct.pack("<I", 0) + path.read_bytes()
-
-
-class VoiceLinks:
-    """Every person's voice line in one app: tokens issued by the page's Start, the WebSocket route they open."""
-
-    def __init__(self, settings: AppSettings, limits: LinkLimits | None = None,
-                 prepare: Callable[[VoiceSession], None] | None = None) -> None:
-        """`prepare(session)`: encode and prefill the frame of a question that has begun (`VoiceLink`)."""
-        self.settings = settings
-        self.limits = limits or LinkLimits()
-        self.prepare = prepare
-        self._sessions: OrderedDict[str, VoiceSession] = OrderedDict()
-        self._open: dict[str, VoiceLink] = {}
-        self._lock = threading.Lock()
-
-    def issue(self, session: VoiceSession) -> str:
-        """A new token for `session`'s line (its older token stops working)."""
-        token = secrets.token_urlsafe(24)
-        with self._lock:
-            if session.link_token:
-                self._sessions.pop(session.link_token, None)
-            self._sessions[token] = session
-            idle = [t for t in self._sessions if t not in self._open]
-            while len(self._sessions) > self.limits.max_tokens and idle:
-                self._sessions.pop(idle.pop(0), None)
-        session.link_token = token
-        return token
-
-    def revoke(self, token: str | None) -> None:
-        """The session ended: its token no longer opens a line, and an open line closes at its next frame."""
-        with self._lock:
-            self._sessions.pop(token or "", None)
-            link = self._open.pop(token or "", None)
-        if link is not None:
-            link.close()
-
-    def session(self, token: str) -> VoiceSession | None:
-        with self._lock:
-            return self._sessions.get(token)
-
-    @property
-    def open_lines(self) -> int:
-        return len(self._open)
-
-    def route(self):
-        from starlette.routing import WebSocketRoute
-
-        return WebSocketRoute(PATH, self.serve)
-
-    async def serve(self, websocket: WebSocket) -> None:
-        """One page's line: its first message is the hello, `{"type": "hello", "token": ..., "rate": ...}` (the
-        token is not in the URL, so it stays out of proxies' access logs); then PCM frames."""
-        await websocket.accept()
-        token, hello = await _hello(websocket)
-        with self._lock:
-            session = self._sessions.get(token or "")
-            refused = (NO_HELLO if token is None else UNKNOWN if session is None
-                       else BUSY if len(self._open) >= self.limits.max_lines else None)
-            if refused is None:
-                loop, out = asyncio.get_running_loop(), asyncio.Queue()
-                post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
-                link = VoiceLink(session, self.settings, post, self.prepare)
-                refused = link.hello(hello)
-            if refused is None:
-                old, self._open[token] = self._open.get(token), link
-        if refused is not None:
-            log.info("voice line refused: %s", refused[1])
-            await websocket.close(*refused)
-            return
-        if old is not None:
-            old.close()
-        session.link = link
-        writer = asyncio.create_task(_write(websocket, out))
-        try:
-            await self._read(websocket, link)
-        finally:
-            writer.cancel()
-            link.close()
-            with self._lock:
-                if self._open.get(token) is link:
-                    del self._open[token]
-            if session.link is link:
-                session.link = None
-
-    async def _read(self, websocket: WebSocket, link: VoiceLink) -> None:
-        from anyio import to_thread
-
-        while not link.closed:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            data, text = message.get("bytes"), message.get("text")
-            refused = link.told(text) if text is not None else link.check(data or b"", self.limits)
-            if refused is not None:
-                log.info("voice line closed: %s", refused[1])
-                await websocket.close(*refused)
-                return
-            if data:
-                await to_thread.run_sync(link.hear, data)
-        await websocket.close(*REPLACED)
-
-
-async def _hello(websocket: WebSocket) -> tuple[str | None, dict]:
-    """The page's first message: (its token, the message), or (None, {}) when it is not a hello with a token."""
-    try:
-        received = await asyncio.wait_for(websocket.receive(), HELLO_S)
-    except asyncio.TimeoutError:
-        return None, {}
-    try:
-        message = json.loads(received.get("text") or "")
-        token = message.get("token")
-    except (ValueError, AttributeError):
-        return None, {}
-    return (token, message) if isinstance(token, str) and token else (None, {})
-
-
-async def _write(websocket: WebSocket, out: asyncio.Queue) -> None:
-    """Runs while a line is open: sends what its link posted, in order."""
-    while True:
-        message = await out.get()
-        if isinstance(message, bytes):
-            await websocket.send_bytes(message)
-        else:
-            await websocket.send_text(json.dumps(message))

@@ -22,7 +22,7 @@ from fastvlm.engine.events import InputError
 from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
-from .link import VoiceLinks
+from .links import VoiceLinks
 from .listening import record
 from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
 from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest

@@ -12,7 +12,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import pcm
-from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLinks
+from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits
+from ui.voice.links import VoiceLinks
 from ui.voice.session import VoiceSession
 
 

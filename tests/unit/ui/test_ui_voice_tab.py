@@ -12,7 +12,8 @@ import app
 from fastvlm.speech import Speech
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from ui import create_app
-from ui.voice.link import VoiceLink, VoiceLinks
+from ui.voice.link import VoiceLink
+from ui.voice.links import VoiceLinks
 from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
 from ui.voice.tab import (
     answer,

@@ -7,7 +7,8 @@ With `first_phrase_words`, an answer's first piece may be a phrase instead of it
 voice starts before the model has finished the sentence: "You are holding | a red mug." It ends at a clause mark
 (", ; :") or before a word that starts a phrase ("a", "on", "and", ...) once it has that many words and does
 not itself end on a word that leaves it hanging ("There is | a dog" is not cut there). Text with no such
-boundary ("w76641 w39493 ...") is spoken by sentences, as before.
+boundary ("w76641 w39493 ...", a long name or quoted text) is cut after `first_phrase_max_words` (12) words (fewer
+where the last would be left hanging), so the first sound never waits for a long first sentence.
 """
 
 from __future__ import annotations
@@ -39,13 +40,16 @@ _WORD = re.compile(r"\S+")
 class SentenceChunker:
     """Feed text deltas; get back the sentences they complete. `flush()` gives what is left at the end."""
 
-    def __init__(self, max_chars: int = 250, first_phrase_words: int = 0) -> None:
+    def __init__(self, max_chars: int = 250, first_phrase_words: int = 0, first_phrase_max_words: int = 12) -> None:
         if max_chars < 20:
             raise ValueError("max_chars must be at least 20")
         if first_phrase_words < 0:
             raise ValueError("first_phrase_words must be 0 (whole sentences) or more")
+        if first_phrase_max_words < first_phrase_words:
+            raise ValueError("first_phrase_max_words must be at least first_phrase_words")
         self.max_chars = max_chars  # a longer run without a sentence end is split at a comma or a space
         self.first_phrase_words = first_phrase_words  # 0: the first piece is a whole sentence too
+        self.first_phrase_max_words = first_phrase_max_words  # no boundary by then: the first phrase ends anyway
         self._buf = ""
         self._first = True  # nothing released yet
 
@@ -53,7 +57,7 @@ class SentenceChunker:
         self._buf += delta
         sentences = []
         if self._first and self.first_phrase_words and self._next_cut() is None:
-            cut = _phrase_cut(self._buf, self.first_phrase_words)
+            cut = _phrase_cut(self._buf, self.first_phrase_words, self.first_phrase_max_words)
             if cut is not None:
                 sentences.append(self._buf[:cut].strip())
                 self._buf = self._buf[cut:]
@@ -87,20 +91,25 @@ class SentenceChunker:
         return None
 
 
-def _phrase_cut(text: str, min_words: int) -> int | None:
+def _phrase_cut(text: str, min_words: int, max_words: int) -> int | None:
     """Where `text` (the start of an answer) can end its first phrase, or None: after a clause mark, or before
-    a complete word that starts a phrase, with at least `min_words` words before it, the last not dangling."""
+    a complete word that starts a phrase, with at least `min_words` words before it, the last not dangling;
+    failing both, after `max_words` complete words (fewer, down to `min_words`, while the last is dangling)."""
     words = list(_WORD.finditer(text))
     if words and not text[-1:].isspace():
         words.pop()  # the last word may still grow ("a" -> "apple")
+    bare = [w.group().strip("\"'([.,;:!?)]").lower() for w in words]
     for k, word in enumerate(words):
         if _CLAUSE_MARK.search(word.group()) and k + 1 >= min(min_words, 2):
             return word.end()
-        bare = word.group().strip("\"'([").lower()
-        before = words[k - 1].group().strip(".,;:!?\"')]").lower() if k else ""
-        if k >= min_words and bare in _STARTERS and before not in DANGLING:
+        if k >= min_words and bare[k] in _STARTERS and (not k or bare[k - 1] not in DANGLING):
             return word.start()
-    return None
+    if len(words) <= max_words:
+        return None
+    k = max_words
+    while k > min_words and bare[k - 1] in DANGLING:
+        k -= 1
+    return words[k].start()
 
 
 def _is_abbreviation(before: str) -> bool:

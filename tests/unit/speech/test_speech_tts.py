@@ -87,6 +87,18 @@ def test_a_phrase_is_released_once_the_word_after_it_is_complete_and_only_the_fi
     assert pieces(later)[0] == ["It is a cat.", "It sits on the mat by the door with a ball."]
 
 
+def test_a_first_phrase_with_no_boundary_ends_after_twelve_words_not_at_the_long_cut():
+    tokens = " ".join(f"w{k}" for k in range(40))  # random weights' words: no clause mark, no phrase start
+    parts, at = pieces(tokens)
+    assert parts[0] == " ".join(f"w{k}" for k in range(12)) and at == 14  # once the 13th word is complete
+    assert parts[1:] == [" ".join(f"w{k}" for k in range(12, 40))]  # then sentences again (here: the flush)
+    named = "One two three four five six seven eight nine ten eleven of twelve thirteen fourteen"
+    assert pieces(named)[0][0] == "One two three four five six seven eight nine ten eleven"  # not "... eleven of"
+    assert pieces("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12.")[0] == ["w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12."]
+    with pytest.raises(ValueError, match="first_phrase_max_words"):
+        SentenceChunker(first_phrase_words=3, first_phrase_max_words=2)
+
+
 def test_the_voice_bench_cuts_the_first_piece_where_the_chunker_releases_it():
     from fastvlm.bench.voice import first_piece_tokens
 

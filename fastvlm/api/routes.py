@@ -46,8 +46,10 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
                        tags=["fastvlm api"])
     gate = Gate(engine, settings)
     started = time.time()
-    extensions = ["prepare", *(["continue_final_message"] if getattr(engine, "continues_answers", False) else [])]
     max_pixels = images.max_pixels(engine)
+
+    def continues() -> bool:  # asked each time: a background load's engine may answer differently once loaded
+        return bool(getattr(engine, "continues_answers", False))
 
     def check_model(model: str | None) -> None:
         if model not in (None, settings.model_id):
@@ -61,7 +63,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
         check_model(body.model)
         chat = convert.chat_input(body)
-        if chat.answer_so_far and not getattr(engine, "continues_answers", False):
+        if chat.answer_so_far and not continues():
             raise ApiError(400, "this server's engine cannot go on from an answer so far (it is itself a client of "
                            "another server)", param="continue_final_message", code="unsupported")
         image = await decode(chat.image_url)
@@ -120,6 +122,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
         for key in ("vision", "llm"):
             if key in info:
                 info[key] = os.path.basename(str(info[key]))
+        extensions = ["prepare", *(["continue_final_message"] if continues() else [])]
         return {"status": "ok", "model_id": settings.model_id, "engine": info, "extensions": extensions,
                 "state": "busy" if info.get("busy") else "idle", "uptime_s": round(time.time() - started, 1)}
 

@@ -179,8 +179,10 @@ class TurnTaker:
         """Speech over an answer that Whisper heard no words in (nothing, or only "um"s) is over once the silence
         that confirms a question has passed, not the fallback's: a false interruption, after which the answer goes
         on. Any other unfinished question is waited for."""
-        heard = p.transcript.result() if p.transcript.done() and p.transcript.exception() is None else None
-        if not self.over_answer or heard is None or not heard.asks_nothing or self._waits(p, silence, self._no_words_s):
+        if not self.over_answer or not p.transcript.done() or p.transcript.exception() is not None:
+            return []
+        heard = p.transcript.result()
+        if not heard.asks_nothing or self._waits(p, silence, self._no_words_s):
             return []
         log.debug("speech over the answer had no words (%r): over after %.2f s of silence", heard.text, silence)
         return self._end(p, "no_words", verdict)

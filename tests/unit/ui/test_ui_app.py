@@ -107,3 +107,19 @@ def test_launch_trusts_no_proxy_and_leaves_the_process_setting_alone(tiny_engine
         assert os.environ["FORWARDED_ALLOW_IPS"] == "10.1.2.3"
     finally:
         demo.close()
+
+
+def test_the_voice_line_is_not_deflated(tmp_path):
+    """A browser offers permessage-deflate on every WebSocket; the voice line's PCM must go as it is (deflating it
+    cost the event loop ~75 ms per 13 s of sound, for ~14 % fewer bytes)."""
+    from websockets.sync.client import connect
+
+    from tests.unit.ui.test_ui_voice import make_engine, make_models
+
+    demo = create_app(make_engine(), speech=make_models(tmp_path))
+    _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        with connect(url.replace("http", "ws", 1).rstrip("/") + "/voice/link", open_timeout=10) as ws:
+            assert ws.protocol.extensions == []  # websockets' client offers permessage-deflate, as browsers do
+    finally:
+        demo.close()

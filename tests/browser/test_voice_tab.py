@@ -107,6 +107,8 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         assert "STT" in readout and "TTFT" in readout and "first sound" in readout, readout
         line = page.evaluate("() => window.__fvLink")  # the page told the server when the sound began (the echo
         assert line["sounding"] and line["state"] == "on" and line["closed"] is None, line  # rule), line still open
+        # a sentence longer than half a second comes in parts that play on from each other with no gap
+        assert line["parts"] >= 1 and line["late"] == 0, line
         screenshot(page, "voice-tab")
     finally:
         context.close()

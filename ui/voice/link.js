@@ -28,8 +28,8 @@ class FastvlmPcm extends AudioWorkletProcessor {
 }
 registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   const MAX_BUFFERED = 4 << 20;  // bytes waiting in the socket before frames are dropped (~2 min of audio)
-  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], hushes: [], holds: [], sounding: [],
-                             asks: [], closed: null};
+  const S = window.__fvLink = {state: 'off', frames: 0, dropped: 0, plays: [], parts: 0, late: 0, hushes: [],
+                             holds: [], sounding: [], asks: [], closed: null};
   const wall = () => performance.timeOrigin + performance.now();
   let line = null;
 
@@ -56,7 +56,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     if (L.sources.size) S.hushes.push({at: wall(), stopped: L.sources.size});
     for (const src of L.sources) { try { src.stop(); } catch (e) { /* already ended */ } }
     L.sources.clear();
-    L.nextAt = 0;
+    L.endsAt = -Infinity;
     if (L.player.state === 'suspended') L.player.resume();  // a held sound is dropped: the next turn plays
   }
 
@@ -72,20 +72,22 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     L.player.resume();
   }
 
-  function play(L, turn, buffer) {
+  function play(L, turn, part, buffer) {  // part 0 starts a sentence after the gap, the next parts follow it
     if (turn < L.hushed || line !== L) return;
-    const now = L.player.currentTime, at = Math.max(now, L.nextAt);
-    if (at === now && L.ws.readyState === WebSocket.OPEN) {  // sound again after a silence: the server times
-      L.ws.send(JSON.stringify({type: 'sounding', turn}));   // its echo rule from here
+    const now = L.player.currentTime, at = Math.max(now, part ? L.endsAt : L.endsAt + CONFIG.gapS);
+    if (!part && at === now && L.ws.readyState === WebSocket.OPEN) {  // sound again after a silence: the server
+      L.ws.send(JSON.stringify({type: 'sounding', turn}));             // times its echo rule from here
       S.sounding.push(wall());
     }
+    if (part) { S.parts++; if (at !== L.endsAt) S.late++; }  // late: not on from the part before (a gap in it)
     const src = L.player.createBufferSource();
     src.buffer = buffer;
     src.connect(L.player.destination);
     src.onended = () => L.sources.delete(src);
     src.start(at);
     L.sources.add(src);
-    L.nextAt = at + buffer.duration + CONFIG.gapS;
+    L.endsAt = at + buffer.duration;
+    if (part) return;
     const starts = wall() + (at - now) * 1000;
     S.plays.push(starts);
     window.dispatchEvent(new CustomEvent('fastvlm-voice-playing', {detail: {at: starts}}));
@@ -107,19 +109,20 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
       else if (msg.type === 'resume') playOn(L);
       return;
     }
-    const head = new DataView(data), turn = head.getUint32(0, true), rate = head.getUint32(4, true);
+    const head = new DataView(data), turn = head.getUint32(0, true), rate = head.getUint32(4, true),
+          part = head.getUint32(8, true);
     if (turn < L.hushed) return;
-    // made one after another, so sentences play in the order they were said
-    L.decoding = L.decoding.then(() => rate ? samples(L, rate, new Int16Array(data, 8))
-                                            : L.player.decodeAudioData(data.slice(8)))
-      .then((buffer) => play(L, turn, buffer), (e) => console.warn('fastvlm: a sentence could not be played', e));
+    // made one after another, so sentences (and their pieces) play in the order they were said
+    L.decoding = L.decoding.then(() => rate ? samples(L, rate, new Int16Array(data, 12))
+                                            : L.player.decodeAudioData(data.slice(12)))
+      .then((buffer) => play(L, turn, part, buffer), (e) => console.warn('fastvlm: a sentence could not be played', e));
   }
 
   async function start(token) {
     stop();
     const stream = await navigator.mediaDevices.getUserMedia({audio: CONFIG.constraints});
     const capture = new AudioContext({sampleRate: 16000}), player = new AudioContext();
-    const L = {stream, capture, player, ws: null, hushed: 0, nextAt: 0, sources: new Set(),
+    const L = {stream, capture, player, ws: null, hushed: 0, endsAt: -Infinity, sources: new Set(),
                decoding: Promise.resolve()};
     line = L;
     try {

@@ -10,7 +10,9 @@ sentence. The line replaces both for hands-free voice:
                                                    (the question's frame is prepared here, from its first sound)
   stops every sound of turns < n at once       ◄──  {"type": "hush", "turn": n}            (every interrupt)
   holds / plays on what it plays               ◄──  {"type": "pause"} / {"type": "resume"}  (speech over it)
-  plays each sentence after the last              ◄── binary: turn, rate (uint32 LE) + 16-bit PCM (rate 0: an MP3)
+  plays each sentence after the last              ◄── binary: turn, rate, part (uint32 LE) + 16-bit PCM (rate 0: an
+                                                      MP3); a sentence in pieces of `PIECE_S`, part 1, 2, …
+                                                      following part 0 with no gap
   a turn's sound begins after a silence           ──►  {"type": "sounding", "turn": n}  (times the echo rule)
 
 A line is opened by Start: the Gradio event issues a token for that person's `VoiceSession` (`VoiceLinks.issue`),
@@ -53,6 +55,7 @@ TOO_BIG = (1009, "a microphone frame was too large")
 TOO_FAST = (1008, "microphone audio arrived faster than real time")
 BAD_FRAME = (1003, "the voice line carries 16-bit PCM frames and the page's hello and sounding messages only")
 REPLACED = (4000, "this voice line was opened again elsewhere")
+PIECE_S = 0.5  # a sentence's sound goes in pieces this long: the page plays the first while the rest arrive
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,8 @@ class VoiceLink:
         """Send one spoken sentence (a WAV or MP3 file) to be played after the ones before; False if closed."""
         if self.closed:
             return False
-        self._send(struct.pack("<I", turn) + sound_message(path))
+        for message in sound_messages(path, turn):
+            self._send(message)
         return True
 
     def hush(self, turn: int) -> None:
@@ -176,12 +180,17 @@ class VoiceLink:
         self.closed = True
 
 
-def sound_message(path: Path) -> bytes:
-    """A spoken file as the page plays it: 16-bit mono WAV as its sample rate (uint32) and the raw samples,
-    which the page puts in an AudioBuffer as they are (no decode: ~0.1 s less for a long sentence on 2 cores);
-    anything else (edge-tts's MP3) as rate 0 and the file, which the page decodes."""
+def sound_messages(path: Path, turn: int, piece_s: float = PIECE_S) -> list[bytes]:
+    """A spoken file as the page plays it, each message headed by turn, sample rate and part (uint32 LE each).
+    16-bit mono WAV: its raw samples, which the page puts in AudioBuffers as they are (no decode: ~0.1 s less for
+    a long sentence on 2 cores), in pieces of `piece_s`, so the first sounds before the rest has arrived (a 13 s
+    sentence is 580 KB; over a slow link its first half second is 22 KB). Anything else (edge-tts's MP3): the
+    whole file as rate 0, which the page decodes."""
     if path.suffix.lower() == ".wav":
         with wave.open(str(path), "rb") as w:
             if w.getsampwidth() == 2 and w.getnchannels() == 1:
-                return struct.pack("<I", w.getframerate()) + w.readframes(w.getnframes())
-    return struct.pack("<I", 0) + path.read_bytes()
+                rate, pcm = w.getframerate(), w.readframes(w.getnframes())
+                step = 2 * max(1, int(rate * piece_s))  # bytes per piece
+                return [struct.pack("<III", turn, rate, part) + pcm[at:at + step]
+                        for part, at in enumerate(range(0, max(1, len(pcm)), step))]
+    return [struct.pack("<III", turn, 0, 0) + path.read_bytes()]

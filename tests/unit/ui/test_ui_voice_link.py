@@ -58,6 +58,7 @@ def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(
         session.link.say(_wav(tmp_path), turn=session.turn)
         spoken = ws.receive_bytes()
         assert int.from_bytes(spoken[:4], "little") == session.turn and int.from_bytes(spoken[4:8], "little") == 16_000
+        assert spoken[8:12] == bytes(4) and len(spoken) == 12 + 1600  # a short sentence: one part
     assert session.link is None and links.open_lines == 0  # the page left: the line is gone
 
 
@@ -136,18 +137,22 @@ def _wav(folder):
     return path
 
 
-def test_a_mono_16_bit_wav_goes_as_raw_samples_and_anything_else_as_the_file(tmp_path):
+def test_a_mono_16_bit_wav_goes_as_raw_samples_in_half_second_parts_and_anything_else_as_the_file(tmp_path):
     import struct
     import wave
 
-    from ui.voice.link import sound_message
+    from ui.voice.link import sound_messages
 
-    samples = (np.arange(100, dtype=np.int16) * 50).tobytes()
+    samples = (np.arange(27_000, dtype=np.int16) % 2000).tobytes()  # 1.22 s at 22.05 kHz
     with wave.open(str(tmp_path / "a.wav"), "wb") as w:
         w.setnchannels(1), w.setsampwidth(2), w.setframerate(22_050), w.writeframes(samples)
-    assert sound_message(tmp_path / "a.wav") == struct.pack("<I", 22_050) + samples
+    parts = sound_messages(tmp_path / "a.wav", turn=7)
+    assert [struct.unpack("<III", m[:12]) for m in parts] == [(7, 22_050, 0), (7, 22_050, 1), (7, 22_050, 2)]
+    assert [len(m) - 12 for m in parts] == [22_050, 22_050, 2 * 27_000 - 44_100]  # 0.5 s, 0.5 s, the rest
+    assert b"".join(m[12:] for m in parts) == samples
     with wave.open(str(tmp_path / "b.wav"), "wb") as w:  # stereo: the page decodes the file itself
         w.setnchannels(2), w.setsampwidth(2), w.setframerate(22_050), w.writeframes(samples)
     (tmp_path / "c.mp3").write_bytes(b"ID3 an mp3")
     for name in ("b.wav", "c.mp3"):
-        assert sound_message(tmp_path / name) == b"\0\0\0\0" + (tmp_path / name).read_bytes()
+        whole = struct.pack("<III", 7, 0, 0) + (tmp_path / name).read_bytes()
+        assert sound_messages(tmp_path / name, turn=7) == [whole]

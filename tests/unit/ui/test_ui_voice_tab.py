@@ -121,8 +121,9 @@ def test_over_the_line_every_sentence_is_sent_at_once_tagged_with_its_turn_and_n
     _, sent = on_line(session)
     updates = list(answer(engine, models, session, SETTINGS)) + list(speak(session, SETTINGS))
     spoken = [m for m in sent if isinstance(m, bytes)]
-    # three sentences, none waited for: each its 16 kHz rate and 800 raw samples (the page needs no decode)
-    assert len(spoken) == 3 and all(int.from_bytes(m[4:8], "little") == RATE and len(m) == 8 + 1600 for m in spoken)
+    # three sentences, none waited for: each its 16 kHz rate, one part (0) and 800 raw samples (no decode needed)
+    assert len(spoken) == 3 and all(int.from_bytes(m[4:8], "little") == RATE and len(m) == 12 + 1600 for m in spoken)
+    assert all(m[8:12] == bytes(4) for m in spoken)
     assert {int.from_bytes(m[:4], "little") for m in spoken} == {session.turn}
     assert not any("speaker" in u for u in updates)  # Gradio's player is not used
     assert not list(tmp_path.glob("*.wav"))  # the page has the bytes: the files are gone

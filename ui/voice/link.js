@@ -51,9 +51,12 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     S.frames++;
   }
 
+  // the sentences sounding or waiting to (each may be several parts)
+  const sentences = (L) => new Set([...L.sources].map((src) => src.sentence)).size;
+
   function hush(L, turn) {
     L.hushed = Math.max(L.hushed, turn);
-    if (L.sources.size) S.hushes.push({at: wall(), stopped: L.sources.size});
+    if (L.sources.size) S.hushes.push({at: wall(), stopped: sentences(L)});
     for (const src of L.sources) { try { src.stop(); } catch (e) { /* already ended */ } }
     L.sources.clear();
     L.endsAt = -Infinity;
@@ -62,7 +65,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
 
   function hold(L) {  // speech over the answer, not yet a question: its sound stands still where it is
     if (L.player.state !== 'running') return;
-    S.holds.push({at: wall(), sounding: L.sources.size, resumed: null});
+    S.holds.push({at: wall(), sounding: sentences(L), resumed: null});
     L.player.suspend();
   }
 
@@ -82,6 +85,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     if (part) { S.parts++; if (at !== L.endsAt) S.late++; }  // late: not on from the part before (a gap in it)
     const src = L.player.createBufferSource();
     src.buffer = buffer;
+    src.sentence = part ? L.sentence : ++L.sentence;
     src.connect(L.player.destination);
     src.onended = () => L.sources.delete(src);
     src.start(at);
@@ -122,7 +126,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     stop();
     const stream = await navigator.mediaDevices.getUserMedia({audio: CONFIG.constraints});
     const capture = new AudioContext({sampleRate: 16000}), player = new AudioContext();
-    const L = {stream, capture, player, ws: null, hushed: 0, endsAt: -Infinity, sources: new Set(),
+    const L = {stream, capture, player, ws: null, hushed: 0, endsAt: -Infinity, sentence: 0, sources: new Set(),
                decoding: Promise.resolve()};
     line = L;
     try {

@@ -114,6 +114,8 @@ def print_journeys(report: dict) -> None:
             extra = f" · WER {r['wer']:.2f} (no target) · end of turn: {r.get('end_of_turn', 'as the app')}"
             if "over_silence" in r:
                 extra += f" · {r['over_silence']:.2f}x the silence rule (target <= {VOICE_RATIO})"
+            if r.get("page_share_median_s") is not None:
+                extra += f" · the page's share {r['page_share_median_s']:.2f} s"
         verdict = {True: " · meets", False: " · MISSES"}.get(met.get(key), "")
         verdict = f"{verdict} target {target_text(key, size, targets)}" if verdict else ""
         if key.startswith("echo"):

@@ -38,7 +38,10 @@ NOTES = {
              "where bench-voice cuts the first spoken piece (first_piece_tokens: 5, 'You are holding'): random "
              "weights never end a phrase or a sentence, so uncapped the first sound would wait for the whole answer. "
              "As in the engine-only journey, that piece is spoken as the reference's words, not the random tokens "
-             "(since 2026-12-03; repeated to ~13 s, as long as the random tokens sounded: media.ReferenceSpeaker)",
+             "(since 2026-12-03; repeated to ~13 s, as long as the random tokens sounded: media.ReferenceSpeaker). "
+             "page_share_median_s: per question, this figure minus the one the page's readout shows (the server's "
+             "end of speech -> first sentence sent): the speech's end reaching the server and being heard there, "
+             "and the sound reaching the page and starting",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
                 "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
                 "stopping the answer's sound (by: the voice line's hold, since 2026-12-03, or hush); after_sound_s: "
@@ -239,4 +242,6 @@ def _voice(voice: dict) -> dict:
             "wer": statistics.fmean(r["wer"] for r in rows) if rows else float("nan"),
             "page_first_sound_median_s": _median([r["page_first_sound_s"] for r in rows
                                                   if r["page_first_sound_s"] is not None]),
+            "page_share_median_s": _median([r["total_s"] - r["page_first_sound_s"] for r in rows
+                                            if r["page_first_sound_s"] is not None]),
             "questions_heard": voice["heard"], "mic_lead_s": voice["mic_lead_s"], "runs": rows}

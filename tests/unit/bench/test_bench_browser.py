@@ -102,6 +102,10 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     assert rows[0]["total_s"] == pytest.approx(1.1)
     assert (rows[0]["page_stt_s"], rows[0]["page_ttft_s"], rows[0]["page_first_sound_s"]) == (0.3, 0.09, 0.9)
     assert rows[1]["page_first_sound_s"] is None
+    from fastvlm.bench.browser.run import _voice
+
+    summary = _voice({"runs": rows, "heard": 3, "mic_lead_s": 0.5})
+    assert summary["page_share_median_s"] == pytest.approx(0.2)  # 1.1 s on the page, 0.9 s of it the server's own
 
 
 def test_barge_rows_say_how_long_after_the_answer_sounded_each_question_began():

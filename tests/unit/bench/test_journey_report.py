@@ -36,7 +36,8 @@ def test_every_target_is_printed_with_its_statistic_and_wer_says_it_has_none(cap
 
 
 def test_the_walk_through_the_page_is_judged_on_the_page_targets(capsys):
-    journeys = {"voice": {**_timing(0.95, 1.2), "wer": 0.0}, "barge_in": _timing(0.2, 0.35)}
+    journeys = {"voice": {**_timing(0.95, 1.2), "wer": 0.0, "page_share_median_s": 0.091},
+                "barge_in": _timing(0.2, 0.35)}
     assert verdicts(journeys, 512) == {"voice": False}  # engine-only, the voice's target at 512 is 0.8 s
     met = verdicts(journeys, 512, BROWSER_TARGETS)
     assert met == {"voice": True, "barge_in": False}
@@ -44,6 +45,7 @@ def test_the_walk_through_the_page_is_judged_on_the_page_targets(capsys):
     print_journeys({**report(journeys, 512), "targets": BROWSER_TARGETS, "targets_met": met})
     lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
     assert lines["voice"].endswith("meets target median ≤ 1.0 s")
+    assert "the page's share 0.09 s" in lines["voice"]  # what the page adds to the server's own first sound
     assert lines["barge_in"].endswith("MISSES target p90 ≤ 0.3 s")
 
 

@@ -57,9 +57,7 @@ def _uncompressed_lines(demo) -> None:
     shrinks only to ~86 % for ~75 ms of the event loop's CPU per 13 s of sound (measured on a 2-vCPU Xeon),
     time every other page's events and lines wait through. Gradio builds its uvicorn Config with the default
     (on); uvicorn reads it as each connection opens."""
-    config = getattr(getattr(demo, "server", None), "config", None)
-    if config is not None:
-        config.ws_per_message_deflate = False
+    demo.server.config.ws_per_message_deflate = False
 
 
 @contextmanager

@@ -78,11 +78,13 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   function play(L, turn, part, buffer) {  // part 0 starts a sentence after the gap, the next parts follow it
     if (turn < L.hushed || line !== L) return;
     const now = L.player.currentTime, at = Math.max(now, part ? L.endsAt : L.endsAt + CONFIG.gapS);
-    if (!part && at === now && L.ws.readyState === WebSocket.OPEN) {  // sound again after a silence: the server
-      L.ws.send(JSON.stringify({type: 'sounding', turn}));             // times its echo rule from here
+    if (part) {
+      S.parts++;
+      if (at !== L.endsAt) S.late++;  // not on from the part before: a gap in the sentence
+    } else if (at === now && L.ws.readyState === WebSocket.OPEN) {  // sound again after a silence: the server
+      L.ws.send(JSON.stringify({type: 'sounding', turn}));           // times its echo rule from here
       S.sounding.push(wall());
     }
-    if (part) { S.parts++; if (at !== L.endsAt) S.late++; }  // late: not on from the part before (a gap in it)
     const src = L.player.createBufferSource();
     src.buffer = buffer;
     src.sentence = part ? L.sentence : ++L.sentence;

@@ -66,6 +66,7 @@ class LinkLimits:
     max_tokens: int = 256  # issued tokens kept (the oldest unused one is forgotten first)
     max_frame_s: float = 1.0  # the longest single microphone frame (the page sends 40 ms)
     ahead_s: float = 5.0  # audio may run this far ahead of the wall clock since the line opened
+    max_queued_frames: int = 64  # frames waiting to be heard (~2.6 s of 40 ms ones); beyond, the socket waits
 
 
 class VoiceLink:
@@ -131,13 +132,15 @@ class VoiceLink:
         self.heard_s += seconds
         return None
 
-    def hear(self, data: bytes) -> None:
-        """One frame of 16-bit PCM: feeds the person's turn taker and tells the page what it caused."""
+    def hear(self, data: bytes, arrived: float | None = None) -> None:
+        """One frame of 16-bit PCM that reached the server at `arrived` (monotonic; None: now): feeds the
+        person's turn taker and tells the page what it caused."""
         session = self.session
         samples = np.frombuffer(data, "<i2")  # (n,) int16 mono at self.rate
         asked = session.questions
         try:
             events = listen(session, self.rate, samples, self.settings.voice_echo_margin_s,
+                            clock=time.monotonic if arrived is None else lambda: arrived,
                             settle_s=samples.size / self.rate, barge_in=self.barge_in)
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)

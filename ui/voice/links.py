@@ -9,6 +9,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -106,21 +107,37 @@ class VoiceLinks:
                 session.link = None
 
     async def _read(self, websocket: WebSocket, link: VoiceLink) -> None:
-        from anyio import to_thread
+        """Reads the page's messages as they come; each frame is stamped on arrival and heard in order by
+        `_hear`, so a frame that waits while the one before is heard keeps its own time (a question's end is
+        when it reached the server, not when a busy server got to it: the page's readout counts from there)."""
+        frames: asyncio.Queue = asyncio.Queue(self.limits.max_queued_frames)
+        hearer = asyncio.create_task(_hear(link, frames))
+        try:
+            while not link.closed:
+                message = await websocket.receive()
+                now = time.monotonic()
+                if message["type"] == "websocket.disconnect":
+                    return
+                data, text = message.get("bytes"), message.get("text")
+                refused = link.told(text, now) if text is not None else link.check(data or b"", self.limits, now)
+                if refused is not None:
+                    log.info("voice line closed: %s", refused[1])
+                    await websocket.close(*refused)
+                    return
+                if data:
+                    await frames.put((data, now))  # full: the socket waits, and the page with it
+            await websocket.close(*REPLACED)
+        finally:
+            hearer.cancel()
 
-        while not link.closed:
-            message = await websocket.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            data, text = message.get("bytes"), message.get("text")
-            refused = link.told(text) if text is not None else link.check(data or b"", self.limits)
-            if refused is not None:
-                log.info("voice line closed: %s", refused[1])
-                await websocket.close(*refused)
-                return
-            if data:
-                await to_thread.run_sync(link.hear, data)
-        await websocket.close(*REPLACED)
+
+async def _hear(link: VoiceLink, frames: asyncio.Queue) -> None:
+    """Runs while a line is open: hears its frames one at a time, in order, each at the time it arrived."""
+    from anyio import to_thread
+
+    while True:
+        data, arrived = await frames.get()
+        await to_thread.run_sync(link.hear, data, arrived)
 
 
 async def _hello(websocket: WebSocket) -> tuple[str | None, dict]:

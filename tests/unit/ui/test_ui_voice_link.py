@@ -2,6 +2,7 @@
 hears, what it sends back, and the limits that close it (fakes: loudness VAD, transcriber, speaker)."""
 
 import json
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -60,6 +61,33 @@ def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(
         assert int.from_bytes(spoken[:4], "little") == session.turn and int.from_bytes(spoken[4:8], "little") == 16_000
         assert spoken[8:12] == bytes(4) and len(spoken) == 12 + 1600  # a short sentence: one part
     assert session.link is None and links.open_lines == 0  # the page left: the line is gone
+
+
+def test_frames_that_wait_while_a_slow_one_is_heard_keep_the_time_they_arrived(tmp_path, monkeypatch):
+    """A busy server hears a frame late; the frames behind it are stamped as they came, not as they were heard
+    (a question's end, and the page's readout, count from there)."""
+    import ui.voice.link as link_module
+
+    heard, real = [], link_module.listen
+
+    def slow_listen(session, rate, chunk, margin, clock=time.monotonic, **kw):
+        heard.append((clock(), time.monotonic()))
+        if len(heard) == 1:
+            time.sleep(0.4)  # the first frame takes long: the next two arrive meanwhile
+        return real(session, rate, chunk, margin, clock=clock, **kw)
+
+    monkeypatch.setattr(link_module, "listen", slow_listen)
+    links = VoiceLinks(SETTINGS)
+    _, token = listening(tmp_path, links)
+    with opened(served(links), token) as ws:
+        for _ in range(3):
+            ws.send_bytes(pcm(np.zeros(640)))
+        deadline = time.monotonic() + 5
+        while len(heard) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(heard) == 3
+    (first, _), *later = heard
+    assert all(at - first < 0.2 and when - first >= 0.35 for at, when in later)  # stamped on arrival, heard late
 
 
 def test_an_unknown_token_or_a_revoked_one_opens_nothing(tmp_path):

@@ -177,7 +177,7 @@ def draw_journeys(report: dict, path: Path) -> Path:
     scale = max([0.5] + [r["p90_s"] for _, r in rows] + [t for t in limits.values() if t is not None]) * 1.1
     for i, (key, r) in enumerate(rows):
         y = 50 + i * ROW
-        px = lambda s: PAD + (W - PAD - 60) * s / scale  # noqa: E731
+        px = lambda s: PAD + (W - PAD - 60) * s / scale
         d.text((10, y + 8), key, fill="black")
         d.rectangle((PAD, y + 4, px(r["p90_s"]), y + ROW - 8), outline=(66, 133, 244))
         d.rectangle((PAD, y + 4, px(r["median_s"]), y + ROW - 8), fill=(66, 133, 244))

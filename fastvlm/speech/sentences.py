@@ -14,7 +14,7 @@ where the last would be left hanging), so the first sound never waits for a long
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 # Terminators, closing quotes/brackets, then whitespace; or a line break (list items, paragraphs).
 _BOUNDARY = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*\s+|\n")

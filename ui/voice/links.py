@@ -137,7 +137,10 @@ async def _hear(link: VoiceLink, frames: asyncio.Queue) -> None:
 
     while True:
         data, arrived = await frames.get()
-        await to_thread.run_sync(link.hear, data, arrived)
+        try:
+            await to_thread.run_sync(link.hear, data, arrived)
+        except Exception:  # as a frame the detector cannot use: logged and dropped, the line goes on (a dead
+            log.exception("a microphone frame could not be heard")  # hearer would leave its queue full for good)
 
 
 async def _hello(websocket: WebSocket) -> tuple[str | None, dict]:

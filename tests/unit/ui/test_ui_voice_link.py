@@ -90,6 +90,30 @@ def test_frames_that_wait_while_a_slow_one_is_heard_keep_the_time_they_arrived(t
     assert all(at - first < 0.2 and when - first >= 0.35 for at, when in later)  # stamped on arrival, heard late
 
 
+def test_a_frame_that_fails_to_be_heard_is_dropped_and_the_line_hears_the_next(tmp_path, monkeypatch):
+    from ui.voice.link import VoiceLink
+
+    real, calls = VoiceLink.hear, []
+
+    def hear_once_broken(self, data, arrived=None):
+        calls.append(len(data))
+        if len(calls) == 1:
+            raise RuntimeError("a bug in hearing one frame")
+        return real(self, data, arrived)
+
+    monkeypatch.setattr(VoiceLink, "hear", hear_once_broken)
+    links = VoiceLinks(SETTINGS)
+    session, token = listening(tmp_path, links)
+    with opened(served(links), token) as ws:
+        for _ in range(3):
+            ws.send_bytes(pcm(np.zeros(640)))
+        deadline = time.monotonic() + 5
+        while session.chunks < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert links.open_lines == 1
+    assert len(calls) == 3 and session.chunks == 2
+
+
 def test_an_unknown_token_or_a_revoked_one_opens_nothing(tmp_path):
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)

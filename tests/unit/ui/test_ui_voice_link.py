@@ -45,6 +45,16 @@ def closed_with(ws) -> tuple[int, str]:
     return e.value.code, e.value.reason
 
 
+def silence_then_wait(ws, frames: int, done, wait_s: float = 5.0) -> None:
+    """Send `frames` 40 ms frames of silence, then wait up to `wait_s` for `done()` (the server hears them in a
+    worker of its own)."""
+    for _ in range(frames):
+        ws.send_bytes(pcm(np.zeros(640)))
+    deadline = time.monotonic() + wait_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(tmp_path):
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)
@@ -80,11 +90,7 @@ def test_frames_that_wait_while_a_slow_one_is_heard_keep_the_time_they_arrived(t
     links = VoiceLinks(SETTINGS)
     _, token = listening(tmp_path, links)
     with opened(served(links), token) as ws:
-        for _ in range(3):
-            ws.send_bytes(pcm(np.zeros(640)))
-        deadline = time.monotonic() + 5
-        while len(heard) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        silence_then_wait(ws, 3, lambda: len(heard) == 3)
     assert len(heard) == 3
     (first, _), *later = heard
     assert all(at - first < 0.2 and when - first >= 0.35 for at, when in later)  # stamped on arrival, heard late
@@ -105,11 +111,7 @@ def test_a_frame_that_fails_to_be_heard_is_dropped_and_the_line_hears_the_next(t
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)
     with opened(served(links), token) as ws:
-        for _ in range(3):
-            ws.send_bytes(pcm(np.zeros(640)))
-        deadline = time.monotonic() + 5
-        while session.chunks < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        silence_then_wait(ws, 3, lambda: session.chunks == 2)
         assert links.open_lines == 1
     assert len(calls) == 3 and session.chunks == 2
 

@@ -12,7 +12,7 @@ import pytest
 
 from fastvlm.bench.browser import media, walks
 from fastvlm.bench.browser import page as pg
-from fastvlm.bench.browser.run import browser_settings
+from fastvlm.bench.browser.run import _voice, browser_settings
 from fastvlm.bench.journeys import JourneySettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,8 +102,6 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     assert rows[0]["total_s"] == pytest.approx(1.1)
     assert (rows[0]["page_stt_s"], rows[0]["page_ttft_s"], rows[0]["page_first_sound_s"]) == (0.3, 0.09, 0.9)
     assert rows[1]["page_first_sound_s"] is None
-    from fastvlm.bench.browser.run import _voice
-
     summary = _voice({"runs": rows, "heard": 3, "mic_lead_s": 0.5})
     assert summary["page_share_median_s"] == pytest.approx(0.2)  # 1.1 s on the page, 0.9 s of it the server's own
 

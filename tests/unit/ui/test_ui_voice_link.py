@@ -13,8 +13,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import pcm
-from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits
+from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink
 from ui.voice.links import VoiceLinks
+from ui.voice.listening import listen
 from ui.voice.session import VoiceSession
 
 
@@ -76,17 +77,15 @@ def test_a_question_over_the_socket_is_heard_and_the_page_told_to_start_and_ask(
 def test_frames_that_wait_while_a_slow_one_is_heard_keep_the_time_they_arrived(tmp_path, monkeypatch):
     """A busy server hears a frame late; the frames behind it are stamped as they came, not as they were heard
     (a question's end, and the page's readout, count from there)."""
-    import ui.voice.link as link_module
-
-    heard, real = [], link_module.listen
+    heard = []
 
     def slow_listen(session, rate, chunk, margin, clock=time.monotonic, **kw):
         heard.append((clock(), time.monotonic()))
         if len(heard) == 1:
             time.sleep(0.4)  # the first frame takes long: the next two arrive meanwhile
-        return real(session, rate, chunk, margin, clock=clock, **kw)
+        return listen(session, rate, chunk, margin, clock=clock, **kw)
 
-    monkeypatch.setattr(link_module, "listen", slow_listen)
+    monkeypatch.setattr("ui.voice.link.listen", slow_listen)
     links = VoiceLinks(SETTINGS)
     _, token = listening(tmp_path, links)
     with opened(served(links), token) as ws:
@@ -97,8 +96,6 @@ def test_frames_that_wait_while_a_slow_one_is_heard_keep_the_time_they_arrived(t
 
 
 def test_a_frame_that_fails_to_be_heard_is_dropped_and_the_line_hears_the_next(tmp_path, monkeypatch):
-    from ui.voice.link import VoiceLink
-
     real, calls = VoiceLink.hear, []
 
     def hear_once_broken(self, data, arrived=None):

@@ -64,3 +64,11 @@ def native_bf16(flags: frozenset[str] | None = None) -> bool:
     weights and fast; elsewhere it is emulated and slow."""
     flags = cpu_flags() if flags is None else flags
     return bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
+def narrow_vectors(flags: frozenset[str] | None = None) -> bool:
+    """True on a CPU with AVX2 but no AVX-512 (AMD before Zen 4, most Intel desktop CPUs): 256-bit vectors and
+    no native bf16, where the f32 vision encoder is about 5x slower than on an AVX-512 BF16 CPU
+    (docs/performance.md, "AVX2 without AVX-512")."""
+    flags = cpu_flags() if flags is None else flags
+    return "avx2" in flags and "avx512f" not in flags

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...bench.stats import PACKAGES, machine_info
-from ...engine.cpu import native_bf16
+from ...engine.cpu import narrow_vectors, native_bf16
 from ...engine.events import ModelFileError
 from ...engine.vision import GraphSpec, read_spec
 from .report import Section
@@ -18,6 +18,12 @@ from .report import Section
 DOCTOR_PACKAGES = PACKAGES + ("gradio", "gguf", "onnx", "huggingface-hub")
 REQUIRED = {"llama-cpp-python": "the language model", "onnxruntime": "the vision encoder", "numpy": "everything"}
 ONNX_TYPES = {1: "tensor(float)", 10: "tensor(float16)"}  # onnx.TensorProto FLOAT / FLOAT16
+# On a CPU with AVX2 but no AVX-512 (`cpu.narrow_vectors`): what it costs, and the ways to a quicker first answer
+NARROW_DETAIL = ("AVX2 without AVX-512: the vision encoder runs in f32 on 256-bit vectors, several times slower than "
+                 "on an AVX-512 BF16 CPU (a 2-core AMD EPYC without AVX-512: 0.84 s at 512 px, 3.4 s at 1024, "
+                 "docs/performance.md)")
+NARROW_FIX = ("answer at 512 px (--resolution 512); int8 vision (convert --int8, then --vision int8) took 0.65x / "
+              "0.56x the f32 time there: check its answers with doctor --int8-vision")
 
 
 def is_synthetic(name: str) -> bool:
@@ -36,8 +42,8 @@ def machine_section(threads: int) -> tuple[Section, dict]:
               "use an x86-64 machine with AVX2 (any CPU since about 2015)")
     s.add("info", "bf16", "native (AVX-512 BF16 or AMX): bf16 is fast and exact to bf16 weights" if native_bf16()
           else "emulated: the exact f32 / Q8_0 choices are kept")
-    if hint := narrow_vectors(info["cpu_features"]):
-        s.add("warn", "speed", *hint)  # a warning, so that its fix line is shown; it fails nothing
+    if narrow_vectors():
+        s.add("warn", "speed", NARROW_DETAIL, NARROW_FIX)  # a warning, so that its fix line is shown; it fails nothing
     s.add("info", "cores", f"{info['physical_cores']} physical, {info['logical_cores']} logical; {threads} threads used")
     s.add("info", "memory", f"{info['memory_gib']} GiB; Python {info['python']} on {info['platform']}")
     versions = info["versions"]
@@ -48,17 +54,6 @@ def machine_section(threads: int) -> tuple[Section, dict]:
     return s, info
 
 
-def narrow_vectors(features: list[str]) -> tuple[str, str] | None:
-    """(detail, fix) for a CPU with AVX2 but no AVX-512, where the f32 vision encoder is several times slower
-    than the targets in docs/performance.md assume; None elsewhere."""
-    if "AVX2" not in features or "AVX-512" in features:
-        return None
-    detail = ("AVX2 without AVX-512: the vision encoder runs in f32 on 256-bit vectors, several times slower than "
-              "on an AVX-512 BF16 CPU (a 2-core AMD EPYC without AVX-512: 0.84 s at 512 px, 3.4 s at 1024, "
-              "docs/performance.md)")
-    fix = ("answer at 512 px (--resolution 512); int8 vision (convert --int8, then --vision int8) took 0.65x / "
-           "0.56x the f32 time there: check its answers with doctor --int8-vision")
-    return detail, fix
 
 
 @dataclass(frozen=True)

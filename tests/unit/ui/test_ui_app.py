@@ -123,3 +123,20 @@ def test_the_voice_line_is_not_deflated(tmp_path):
             assert ws.protocol.extensions == []  # websockets' client offers permessage-deflate, as browsers do
     finally:
         demo.close()
+
+
+AVX2_ONLY = frozenset({"avx2", "fma", "f16c"})  # AMD Zen 3, Intel desktop CPUs
+AVX512_BF16 = frozenset({"avx2", "fma", "avx512f", "avx512_bf16"})  # the CPUs the speed targets were set on
+
+
+@pytest.mark.parametrize("resolution, flags, warned", [
+    (1024, AVX2_ONLY, True),
+    (512, AVX2_ONLY, False),  # the size the warning asks for
+    (1024, AVX512_BF16, False),
+    (1024, frozenset({"sse4_2"}), False),  # no AVX2 at all: doctor's AVX2 warning, not this one
+])
+def test_the_app_warns_at_start_up_of_1024_px_on_a_cpu_without_avx512(resolution, flags, warned):
+    warning = app.slow_cpu_warning(resolution, flags)
+    assert (warning is not None) == warned
+    if warned:
+        assert "AVX-512" in warning and "--resolution 512" in warning and "doctor" in warning

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from .vision_runtimes import precision_words
+from pathlib import Path
+
+from .vision_runtimes import INT8_FILES, precision_words
 
 
 def loaded(engine) -> dict:
@@ -12,7 +14,7 @@ def loaded(engine) -> dict:
         "model": name,
         "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
         "vision": str(engine.config.vision_path),
-        "vision_runtime": " ".join([type(engine.vision).__name__, getattr(engine.vision, "precision", "")]).strip(),
+        "vision_runtime": runtime_words(engine),
         "vision_precision": precision_words(getattr(engine.vision, "precision", "f32"), asked=engine.config.vision_precision,
                                             runtime=getattr(engine.vision, "runtime", "")),
         "llm": str(engine.config.llm_path),
@@ -25,3 +27,12 @@ def loaded(engine) -> dict:
         "llama_notice": engine.config.llama_notice,  # e.g. AMX off on this CPU, and the fix; empty when all is well
         "busy": engine.busy,
     }
+
+
+def runtime_words(engine) -> str:
+    """"OpenVinoVision bf16"; an int8 file of `convert --int8` (known by its name) says "(int8 graph)" too, since
+    the precision then covers only the layers left in float."""
+    words = [type(engine.vision).__name__, getattr(engine.vision, "precision", "")]
+    if Path(engine.config.vision_path).name in INT8_FILES.values():
+        words.append("(int8 graph)")
+    return " ".join(w for w in words if w)

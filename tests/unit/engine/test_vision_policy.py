@@ -4,10 +4,12 @@ fallback; bf16 compute only where the CPU has native bf16; the policy in words i
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 
 from fastvlm.engine import vision_runtimes
+from fastvlm.engine.describe import runtime_words
 from fastvlm.engine.vision import OnnxVision
 from fastvlm.engine.vision_runtimes import load_vision, precision_words, use_bf16
 from ui.widgets import header_markdown
@@ -83,3 +85,13 @@ def test_int8_only_when_asked_and_for_the_runtime_that_runs_it(tiny_models, tmp_
                       "--vision-runtime", runtime])
         paths = model_paths(args)
         assert paths.vision == tmp_path / name and "int8" in paths.sources["vision"]
+
+
+@pytest.mark.parametrize("file, words", [("vision.onnx", "OpenVinoVision f32"),
+                                         ("vision-int8-ov.onnx", "OpenVinoVision f32 (int8 graph)")])
+def test_the_runtime_words_say_when_the_graph_is_int8(file, words):
+    class OpenVinoVision:  # as named in the header; precision is the compute hint for the float layers
+        precision = "f32"
+
+    engine = SimpleNamespace(vision=OpenVinoVision(), config=SimpleNamespace(vision_path=f"models/{file}"))
+    assert runtime_words(engine) == words

@@ -54,8 +54,6 @@ def machine_section(threads: int) -> tuple[Section, dict]:
     return s, info
 
 
-
-
 @dataclass(frozen=True)
 class GgufFacts:
     path: Path

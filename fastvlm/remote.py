@@ -205,10 +205,11 @@ class RemoteEngine:
         return {k: v for k, v in body.items() if v is not None}
 
     # -- the rest of the engine's interface -----------------------------------
-    def prepare(self, image, resolution: int | None = None) -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "") -> bool:
         """Ask the server to encode `image` while idle (`POST /v1/prepare`, this app's extension);
-        False when it is busy, lacks the extension, or fails (preparing only saves time)."""
-        if not self._prepare_supported:
+        False when it is busy, lacks the extension, or fails (preparing only saves time). The extension takes
+        no question, so a prepare with `words` is not sent (it would only send the image again)."""
+        if not self._prepare_supported or words:
             return False
         body = {"image_url": {"url": image_data_url(image, self.image_format)}, "resolution": resolution}
         try:

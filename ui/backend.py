@@ -18,8 +18,9 @@ class Backend(Protocol):
         engine is serving someone else; closing the iterator stops decoding and frees the engine."""
         ...
 
-    def prepare(self, image: Any, resolution: int | None = None) -> bool:
-        """Encode `image` (and prefill its prompt prefix) while idle; False when busy."""
+    def prepare(self, image: Any, resolution: int | None = None, words: str = "") -> bool:
+        """Encode `image` (and prefill its prompt prefix, and `words`, a question's first words) while idle;
+        False when busy."""
         ...
 
     def describe(self) -> dict:

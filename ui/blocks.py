@@ -22,7 +22,8 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
     settings = settings or AppSettings()
     # the voice tab's audio lines, served beside the page; each prepares its question's frame as it is spoken
-    links = VoiceLinks(settings, prepare=lambda session: prepare_frame(engine, session, settings.camera_resolution))
+    links = VoiceLinks(settings, prepare=lambda session, start_s, words="": prepare_frame(
+        engine, session, settings.camera_resolution, start_s, words))
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time each tab as a person uses it (upload->ask, snapshot, live, voice, stop), engine-only")
     p.add_argument("--quick", action="store_true", help="with --journeys: short runs, few repeats (CI smoke test)")
     p.add_argument("--no-voice", action="store_true", help="with --journeys: leave out the voice journey")
+    p.add_argument("--words-ahead-s", type=float, default=None, metavar="S",
+                   help="with --journeys: hear a question's words every S s while it is spoken and prefill them "
+                        "(0: off; default: the app's, SpeechConfig.words_ahead_s)")
     p.add_argument("--browser", action="store_true",
                    help="with --journeys: walk them through the real page in headless Chromium on this machine "
                         "(the laptop case; needs playwright and /usr/bin/chromium)")
@@ -144,7 +147,7 @@ def run_journeys(args: argparse.Namespace, engine_factory) -> int:
         from .browser.run import run
 
         return run(args, engine_factory)
-    settings = JourneySettings.quick() if args.quick else JourneySettings()
+    settings = JourneySettings.from_args(args)
     engine = engine_factory(args)
     size = args.resolution or engine.resolution
     report = {"machine": machine_info(args.threads), "model": engine.describe(), "resolution": size,

@@ -22,13 +22,14 @@ import argparse
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..engine.cancel import CancelToken
 from ..engine.config import GenerationOptions
 from ..engine.events import Busy, Done, FirstToken, Request
+from ..speech.config import SpeechConfig
 from .runs import fresh, sample_images
 
 log = logging.getLogger(__name__)
@@ -52,11 +53,19 @@ class JourneySettings:
     pause_questions: int = 20  # questions with a 0.5 s pause mid-sentence: how many each rule cuts there
     voice_chunk_s: float = 0.04  # microphone frame the voice journeys feed, as the page's line (AppSettings.voice_chunk_s)
     voice_preemptive: bool = True  # semantic rule: the answer begun at TurnLikelyEnded (bench-voice --preemptive)
+    voice_words_ahead_s: float = SpeechConfig.words_ahead_s  # the question's words heard and prefilled as spoken
 
     @classmethod
     def quick(cls) -> "JourneySettings":
         return cls(repeats=2, typing_s=0.3, early_s=0.05, snapshot_s=0.2, live_s=3.0, cadence_s=0.5, max_tokens=8,
                    live_max_tokens=8, voice_runs=1, pause_questions=2)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> JourneySettings:
+        """`--quick`'s settings or the full ones, with `--words-ahead-s` when given."""
+        settings = cls.quick() if getattr(args, "quick", False) else cls()
+        ahead = getattr(args, "words_ahead_s", None)
+        return settings if ahead is None else replace(settings, voice_words_ahead_s=ahead)
 
 
 class Frames:
@@ -173,7 +182,7 @@ def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads:
     voice, under each end-of-turn rule in turn for every question (the same load for both); each row adds the
     transcript's word error rate. Then the paused questions: how many each rule took for over at their pause.
     -> {"rows": {rule: rows}, "pauses": turns.cut_off(...)}"""
-    from ..speech import SpeechConfig, word_error_rate
+    from ..speech import word_error_rate
     from ..speech.espeak import find_backend
     from ..speech.turn import RULES
     from . import turns
@@ -182,10 +191,11 @@ def voice(engine, frames: Frames, size: int, settings: JourneySettings, threads:
     p = argparse.ArgumentParser()
     vb.add_arguments(p)
     args = p.parse_args(["--max-tokens", str(settings.max_tokens), "--tts", "espeak",
-                         "--chunk-s", str(settings.voice_chunk_s),
+                         "--chunk-s", str(settings.voice_chunk_s), "--words-ahead-s", str(settings.voice_words_ahead_s),
                          "--preemptive" if settings.voice_preemptive else "--no-preemptive"])
     config = SpeechConfig(whisper_model=args.whisper_model, threads=threads, end_silence_ms=args.end_silence_ms,
-                          speech_pad_ms=args.speech_pad_ms, download=False, audio_dir=audio_dir)
+                          speech_pad_ms=args.speech_pad_ms, download=False, audio_dir=audio_dir,
+                          words_ahead_s=args.words_ahead_s)
     transcriber, speaker, vad, questions = vb._speech(config, args.tts, args.question_wpm)
     take = vb.turn_takers(vad, transcriber, config, args.early_stt_ms)
     rows: dict[str, list[dict]] = {rule: [] for rule in RULES}

@@ -70,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--early-stt-ms", type=int, default=300, help="start transcribing at a pause this long (0: off)")
     p.add_argument("--preemptive", action=argparse.BooleanOptionalAction, default=True,
                    help="semantic rule: begin the answer when the judge says finished, play it once the turn ends")
+    p.add_argument("--words-ahead-s", type=float, default=0.8,
+                   help="once the frame is prepared, hear the question's words every this many s of it and prefill "
+                        "them (0: off; SpeechConfig.words_ahead_s)")
     p.add_argument("--whisper-model", default="tiny.en")
     p.add_argument("--question-wpm", type=int, default=140, help="eSpeak NG rate: 140 makes 2.2-2.5 s questions")
     p.add_argument("--tts", choices=("fallback", "espeak"), default="fallback",
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     from ..speech import SpeechConfig
 
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads, end_silence_ms=args.end_silence_ms,
-                          speech_pad_ms=args.speech_pad_ms, end_of_turn=args.end_of_turn, turn_judge=args.turn_judge)
+                          speech_pad_ms=args.speech_pad_ms, end_of_turn=args.end_of_turn, turn_judge=args.turn_judge,
+                          words_ahead_s=args.words_ahead_s)
     transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm)
     take_turns = turn_takers(vad, transcriber, config, args.early_stt_ms)
     engine = engine_factory(args)
@@ -142,17 +146,23 @@ def turn_takers(vad, transcriber, config, early_stt_ms: int):
 
 def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, args) -> dict:
     """Play `audio` into the turn taker in real time, then answer the question as the tab does; the stage times."""
-    from ..speech import SpeechOnset
+    from ..speech import HeardSoFar, SpeechOnset
     from ..speech.turn import TurnLikelyEnded, TurnResumed
     from .turns import hear_turn
 
     prepared: dict = {}
     early: dict = {"cancelled": 0}  # the answer begun at TurnLikelyEnded (--preemptive)
+    ahead: list[dict] = []  # the question's words heard and prefilled while it was spoken
 
     def on_event(event) -> None:
         if isinstance(event, SpeechOnset) and not prepared:  # prepare the frame while the person talks
             prepared["from_s"] = event.at_s
-            threading.Thread(target=_prepare, args=(engine, frame, size, prepared), daemon=True).start()
+            threading.Thread(target=_prepare, args=(engine, frame, size, prepared, taker, event.at_s),
+                             daemon=True).start()
+        elif isinstance(event, HeardSoFar):
+            ahead.append({"words": event.words})
+            threading.Thread(target=_prepare_words, args=(engine, frame, size, event.words, ahead[-1]),
+                             daemon=True).start()
         elif isinstance(event, TurnLikelyEnded) and args.preemptive:
             early.update(end_s=event.end_s, token=CancelToken(), row={})
             early["thread"] = threading.Thread(target=_answer_early, args=(engine, speaker, event, frame, size, args,
@@ -185,6 +195,7 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
            "total_s": float(max(answer["done_at"], t_end) - spoken_end)}  # heard when ready and the turn is over
     row["prepared_before_end"] = prepared.get("done_at", float("inf")) <= t_end
     row["prepare_s"] = prepared.get("elapsed_s")
+    row["words_ahead"] = [{**a, "done_before_end": a.get("done_at", float("inf")) <= t_end} for a in ahead]
     return row
 
 
@@ -195,9 +206,17 @@ def _answer_early(engine, speaker, likely, frame, size, args, token, out: dict) 
     out.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, token))
 
 
-def _prepare(engine, frame, size, out: dict) -> None:
+def _prepare(engine, frame, size, out: dict, taker, start_s: float) -> None:
     t = time.perf_counter()
     out["ok"] = engine.prepare(frame, size)
+    out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
+    if out["ok"]:
+        taker.want_words(start_s)  # as the app: the question's words are heard ahead once its frame is ready
+
+
+def _prepare_words(engine, frame, size, words: str, out: dict) -> None:
+    t = time.perf_counter()
+    out["ok"] = engine.prepare(frame, size, words=words)
     out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
 
 

@@ -47,6 +47,7 @@ class Engine:
         self._guard = threading.Lock()
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
+        self._preparing_words = ""  # and the words of its question it prefills
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
         self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
@@ -173,12 +174,17 @@ class Engine:
     def answer(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Result:
         return collect(self.stream(request, wait, cancel))
 
-    def prepare(self, image, resolution: int | None = None) -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "") -> bool:
         """Encode `image` and prefill system prompt + image while idle. False if an answer runs or waits, or a
         newer prepare took its place: the newest image is the one about to be asked about, so a prepare for
-        another image stops the running one within a chunk (or after its encode) and runs next."""
+        another image stops the running one within a chunk (or after its encode) and runs next.
+
+        `words`: the question's first words, heard while it is still spoken (the voice tab): prefilled after the
+        image, so its answer only prefills the rest. Such a prepare takes over from one for the same image with
+        other words (or none); one with no words, or the same words, leaves the running one be, and never drops
+        words already prefilled for that image."""
         with self._guard:
-            if preprocess.same_source(image, self._preparing):
+            if preprocess.same_source(image, self._preparing) and words in ("", self._preparing_words):
                 return False  # already under way
             self._prepares += 1
             mine = self._prepares
@@ -189,17 +195,17 @@ class Engine:
             return self._preempted() or self._prepares != mine
 
         with self._guard:
-            self._preparing = image
+            self._preparing, self._preparing_words = image, words
         try:
             img, _, _ = self._embed(image, resolution)
             if stale():
                 return False
-            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize), should_stop=stale, logits=False)
+            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize, words), should_stop=stale, logits=False)
             return True
         except Cancelled:
             return False
         finally:
-            self._preparing = None
+            self._preparing, self._preparing_words = None, ""
             self._lock.release()
 
     def _embed(self, image, resolution: int | None, cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:

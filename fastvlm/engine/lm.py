@@ -46,7 +46,8 @@ class LanguageModel(Protocol):
     def prefill(self, parts: Sequence[Part], should_stop: Callable[[], bool] | None = None, logits: bool = True) -> int:
         """Make the context hold exactly `parts`; returns how many positions were reused.
 
-        With `logits` the last position is always evaluated, so `generate()` can sample after it.
+        With `logits` the last position is always evaluated, so `generate()` can sample after it. Without, a
+        context that holds `parts` and more after them is left as it is (nothing is sampled after a prepare).
         """
 
     def generate(self, options: GenerationOptions) -> Iterator[int]:
@@ -190,6 +191,8 @@ class LlamaLM:
         if len(wanted) > self.n_ctx:
             raise ValueError(f"prompt of {len(wanted)} positions exceeds the context of {self.n_ctx}")
         keep = common_prefix(self._held, wanted)
+        if not logits and keep == len(wanted):  # held already, maybe with more after it: nothing to sample here,
+            return keep  # so what follows stays (a question's words prepared after its image)
         snap = self._snapshots.best(wanted, better_than=keep)
         if snap is not None:
             keep = len(snap.ids) if self._restore(snap) else 0

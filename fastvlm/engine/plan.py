@@ -12,6 +12,7 @@ from .prompt import Segment, Turn
 
 Tokenize = Callable[..., list[int]]  # (text, *, special) -> ids
 MAX_TURNS = 500  # earlier turns are never looked at (a context of 32k positions holds fewer); the API refuses more
+WORDS_AHEAD_TOKENS = 64  # the most of a question still being spoken that `prepare()` prefills
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,16 @@ def to_parts(token_lists: list[list[int] | None], image: Image) -> tuple[Part, .
     return tuple(p for p in parts if not (isinstance(p, Tokens) and not p.ids))
 
 
-def prefix_parts(image: Image, tokenize: Tokenize) -> tuple[Part, ...]:
-    """System prompt + image: what `prepare()` puts in the KV cache before the question is known."""
-    head = prompt.build("")[:2]
-    return to_parts(tokenize_segments(head, tokenize), image)
+def prefix_parts(image: Image, tokenize: Tokenize, words: str = "") -> tuple[Part, ...]:
+    """System prompt + image: what `prepare()` puts in the KV cache before the question is known. With `words`
+    (the question's first words, heard while it is still spoken) the prompt goes on up to the end of those words,
+    tokenized as `plan` tokenizes the question (so the answer reuses them), at most `WORDS_AHEAD_TOKENS` of them."""
+    words = prompt.clean_user_text(words)
+    if not words:
+        return to_parts(tokenize_segments(prompt.build("")[:2], tokenize), image)
+    lists = tokenize_segments(prompt.build(words)[:-1], tokenize)  # up to the question; not the assistant's header
+    lists[-1] = lists[-1][:WORDS_AHEAD_TOKENS]
+    return to_parts(lists, image)
 
 
 def _count(token_lists: list[list[int] | None], n_image: int) -> int:

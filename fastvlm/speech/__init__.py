@@ -5,6 +5,7 @@ Nothing here loads a model on import; `WhisperTranscriber.load()`, `silero_vad()
 `FallbackSpeaker.load()` do. No Gradio here: the UI tab builds on these.
 """
 
+from .ahead import HeardSoFar
 from .audio import rms, to_mono_16k
 from .config import SpeechConfig
 from .judge import SmartTurnJudge, TranscriptJudge, TurnJudge, Verdict, load_judge
@@ -12,11 +13,20 @@ from .sentences import SentenceChunker, split_sentences
 from .stt import Transcriber, Transcript, WhisperTranscriber, resolve_whisper_model, word_error_rate
 from .tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, Speaker, Speech, SpeechUnavailable, remove_old_audio
 from .turn import TurnEnded, TurnTaker
-from .vad import (Paused, SileroVad, SpeechOnset, SpeechStarted, TurnDetector, TurnEvent, UtteranceEnded, VadModel,
-                  silero_vad)
+from .vad import (
+                  Paused,
+                  SileroVad,
+                  SpeechOnset,
+                  SpeechStarted,
+                  TurnDetector,
+                  TurnEvent,
+                  UtteranceEnded,
+                  VadModel,
+                  silero_vad,
+)
 
 __all__ = [
-    "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "Paused", "SentenceChunker", "SileroVad", "SmartTurnJudge",
+    "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "HeardSoFar", "Paused", "SentenceChunker", "SileroVad", "SmartTurnJudge",
     "Speaker", "Speech", "SpeechConfig", "SpeechOnset", "SpeechStarted", "SpeechUnavailable", "Transcriber",
     "Transcript", "TranscriptJudge", "TurnDetector", "TurnEnded", "TurnEvent", "TurnJudge", "TurnTaker",
     "UtteranceEnded", "VadModel", "Verdict", "WhisperTranscriber", "load_judge", "remove_old_audio",

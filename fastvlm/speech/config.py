@@ -38,6 +38,9 @@ class SpeechConfig:
     turn_hold_ms: int = 150
     turn_max_silence_ms: int = 2000  # semantic: an unfinished one ends anyway after this much silence
     end_silence_ms: int = 700  # silence: the silence after speech that ends an utterance
+    # while a question is spoken (once its frame is prepared), Whisper hears the speech so far every this many
+    # seconds of it, and the engine prefills its words, so the answer prefills only the rest (speech/ahead.py). 0: off
+    words_ahead_s: float = 0.8
     min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
     speech_pad_ms: int = 300  # audio kept before the speech start and after its end
     vad_threshold: float = 0.5  # Silero speech probability that counts as speech
@@ -70,6 +73,8 @@ class SpeechConfig:
             raise ValueError("need turn_pause_ms <= turn_confirm_silence_ms < turn_max_silence_ms")
         if not 0 <= self.turn_hold_ms <= 500:
             raise ValueError("turn_hold_ms must be in 0..500 (0: the end never waits for the VAD)")
+        if self.words_ahead_s < 0:
+            raise ValueError("words_ahead_s must be 0 (off) or positive seconds of speech")
         if not 0 < self.vad_threshold < 1:
             raise ValueError("vad_threshold must be in (0, 1)")
         if self.tts_timeout_s <= 0:

@@ -15,7 +15,8 @@ Two rules (`SpeechConfig.end_of_turn`):
             Speech over an answer (`over_answer`, set by the caller) in which Whisper hears no words (a cough,
             "um") ends after the confirming silence instead of the fallback, so the answer goes on ~1.5 s sooner.
 `TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
-transcript begun at its pause, if any) for the end; `settle(timeout)` waits for a verdict still being made.
+transcript begun at its pause, if any) for the end, and `HeardSoFar` (the words so far of a question still
+spoken, once `want_words` was called: speech/ahead.py); `settle(timeout)` waits for a verdict still being made.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ahead import WordsAhead
 from .audio import RATE, sound_returns
 from .config import SpeechConfig
 from .judge import TurnJudge, Verdict
@@ -101,6 +103,7 @@ class TurnTaker:
         self._hold_s = c.turn_hold_ms / 1000
         self._no_words_s = c.turn_confirm_silence_ms / 1000
         self._pause: _Pause | None = None
+        self.ahead = WordsAhead(transcriber, c.words_ahead_s)
         self.over_answer = False  # the speech going on began over an answer: with no words in it, it ends sooner
 
     @property
@@ -128,7 +131,18 @@ class TurnTaker:
         p = self._pause
         if p is not None and p.likely and self.detector.silence_s(p.event.end_s) is None:
             out += self._resumed()
+        out += self.ahead.step(self.detector, busy=self._pausing())
         return self._ended(out + self._decide())
+
+    def _pausing(self) -> bool:
+        """A pause goes on, or its transcript is still being made (words ahead wait: its words are newer)."""
+        p = self._pause
+        return p is not None and (not p.transcript.done() or self.detector.silence_s(p.event.end_s) is not None)
+
+    def want_words(self, start_s: float) -> None:
+        """The frame of the question that began at `start_s` (its `SpeechOnset.at_s`) is prepared: hear its words
+        ahead (`HeardSoFar`, every `words_ahead_s` of speech) until it ends. Any thread may call it."""
+        self.ahead.wanted = start_s
 
     def settle(self, timeout_s: float) -> list[TurnEvent | TurnLikelyEnded | TurnResumed]:
         """Wait up to `timeout_s` for the verdict on the pause going on (none: returns at once); the end it
@@ -141,11 +155,13 @@ class TurnTaker:
     def reset(self) -> None:
         self.detector.reset()
         self._pause = None
+        self.ahead.reset()
         self.over_answer = False
 
     def _ended(self, events: list) -> list:
         if any(isinstance(e, TurnEnded) for e in events):
             self.over_answer = False  # the next speech says for itself whether it is over an answer
+            self.ahead.reset()
         return events
 
     def _resumed(self) -> list:

@@ -252,6 +252,21 @@ class TurnDetector:
         u = self._s.utterance
         return u is not None and u.min_speech > self._min_speech
 
+    def speaking(self) -> tuple[float, float] | None:
+        """(start s, seconds since then) of the question being spoken: started, and not in a pause; else None."""
+        u = self._s.utterance
+        if u is None or not u.started or u.silence_from is not None:
+            return None
+        return u.start / RATE, (self._fed - u.start) / RATE
+
+    def speech_so_far(self) -> np.ndarray | None:
+        """The utterance going on, with its lead-in, up to the last audio fed; None when there is none."""
+        u = self._s.utterance
+        if u is None:
+            return None
+        lo, hi = self._bounds(u.start, self._fed)
+        return np.concatenate(self._s.audio)[lo:hi].copy()
+
     def silence_s(self, since_s: float) -> float | None:
         """Seconds of silence heard so far in the pause that began at `since_s`; None when the speech went on
         (or the utterance ended) since then."""

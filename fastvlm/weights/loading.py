@@ -78,8 +78,8 @@ class BackgroundLoad:
     def answer(self, request: Request, wait: float | None = None):
         return self.ready(wait).answer(request, wait)
 
-    def prepare(self, image: Any, resolution: int | None = None) -> bool:
-        return self.state == "ready" and self._engine.prepare(image, resolution)
+    def prepare(self, image: Any, resolution: int | None = None, words: str = "") -> bool:
+        return self.state == "ready" and self._engine.prepare(image, resolution, words=words)
 
     @property
     def continues_answers(self) -> bool:

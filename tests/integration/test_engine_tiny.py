@@ -150,3 +150,20 @@ def test_an_answer_stopped_part_way_goes_on_to_the_very_answer_it_would_have_giv
         if not prepare_between:
             assert rest.stats.prefilled_tokens == 1
         assert rest.stats.new_tokens <= GREEDY.max_new_tokens
+
+
+@pytest.mark.parametrize("heard", ["What am I holding in my", "What am I holding in my right hand", "What is it"])
+def test_a_questions_words_prepared_while_it_is_spoken_are_reused_and_change_nothing(tiny_engine, uncached, heard):
+    """Voice: the frame, then the words heard so far, prepared while the question is spoken; a prepare of the frame
+    alone after them (the tab's retry) keeps them. The answer prefills only the rest of the question (a first word
+    heard wrong, "What is it": only up to where they differ) and is the answer it would have been anyway."""
+    a, b = images(2, seed=7 + len(heard))  # new to the engine: nothing of them in the KV cache
+    question = "What am I holding in my right hand?"
+    assert tiny_engine.prepare(a)
+    frame_only = tiny_engine.answer(Request(a, question, options=GREEDY))
+    assert tiny_engine.prepare(b) and tiny_engine.prepare(b, words=heard) and tiny_engine.prepare(b)
+    r = tiny_engine.answer(Request(b, question, options=GREEDY))
+    common = len(heard) if question.startswith(heard) else len("What ")
+    assert r.stats.reused_tokens >= frame_only.stats.reused_tokens + len(tiny_engine.lm.tokenize(
+        "\n" + heard[:common].rstrip(), special=False)) - 1  # the last position is evaluated again, for its logits
+    assert r.text == uncached.answer(Request(b, question, options=GREEDY)).text

@@ -4,12 +4,12 @@
 speech models everyone shares; `turn` answers one question and speaks it; `speech_queue` synthesizes an answer's
 sentences in order; `capture` sets how the page opens the microphone; `link` is the page's own audio line
 (microphone in, spoken answer out, one WebSocket; its page side is link.js), `links` every person's line and the
-route they open. See docs/voice.md."""
+route they open; `prepare` readies the question's frame and words as it is spoken. See docs/voice.md."""
 
 from .capture import capture_head
 from .links import VoiceLinks
+from .prepare import prepare as prepare_frame
 from .session import SpeechModels, VoiceUnavailable
 from .tab import build_voice_tab
-from .tab import prepare as prepare_frame
 
 __all__ = ["SpeechModels", "VoiceLinks", "VoiceUnavailable", "build_voice_tab", "capture_head", "prepare_frame"]

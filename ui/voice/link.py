@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastvlm.speech import SpeechOnset, SpeechStarted
+from fastvlm.speech import HeardSoFar, SpeechOnset, SpeechStarted
 from fastvlm.speech.turn import TurnResumed
 
 from ..settings import AppSettings
@@ -75,9 +75,10 @@ class VoiceLink:
     the event loop that writes the socket)."""
 
     def __init__(self, session: VoiceSession, settings: AppSettings, post: Callable[[dict | bytes], None],
-                 prepare: Callable[[VoiceSession], None] | None = None) -> None:
-        """`prepare(session)`: encode and prefill the question's frame (in a thread of its own, from the first
-        sound of speech on; again when the question is sure to have started, in case the engine was busy)."""
+                 prepare: Callable[..., None] | None = None) -> None:
+        """`prepare(session, start_s, words="")`: encode and prefill the frame of the question that began at
+        `start_s` (in a thread of its own, from the first sound of speech on; again when the question is sure to
+        have started, in case the engine was busy), and its `words` heard so far (`HeardSoFar`)."""
         self.session = session
         self.settings = settings
         self.barge_in = BargeIn.of(settings) if settings.voice_barge_in else None
@@ -145,14 +146,22 @@ class VoiceLink:
         except Exception as e:  # a broken frame: drop it, keep listening (as Gradio's microphone did)
             log.warning("a microphone frame was dropped: %s", e, exc_info=True)
             return
-        if self.prepare is not None and any(isinstance(e, (SpeechOnset, SpeechStarted)) for e in events):
-            threading.Thread(target=self.prepare, args=(session,), name="voice-prepare", daemon=True).start()
+        if self.prepare is not None:
+            self._prepare(events)
         if any(isinstance(e, (SpeechStarted, TurnResumed)) for e in events):
             session.phase = "hearing"
             self._send({"type": "start"})
         if session.questions != asked:  # a question to answer (at the judge's verdict, or at its end)
             session.phase = "thinking"
             self._send({"type": "ask"})
+
+    def _prepare(self, events: list) -> None:
+        """The frame of a question that began (its words once they are wanted, `HeardSoFar`), in a thread."""
+        began = next((e.at_s for e in events if isinstance(e, (SpeechOnset, SpeechStarted))), None)
+        calls = [(self.session, began)] if began is not None else []
+        calls += [(self.session, e.start_s, e.words) for e in events if isinstance(e, HeardSoFar)]
+        for args in calls:
+            threading.Thread(target=self.prepare, args=args, name="voice-prepare", daemon=True).start()
 
     # -- to the page -----------------------------------------------------------------------------------------
     def say(self, path: Path, turn: int) -> bool:

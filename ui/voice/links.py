@@ -28,8 +28,9 @@ class VoiceLinks:
     """Every person's voice line in one app: tokens issued by the page's Start, the WebSocket route they open."""
 
     def __init__(self, settings: AppSettings, limits: LinkLimits | None = None,
-                 prepare: Callable[[VoiceSession], None] | None = None) -> None:
-        """`prepare(session)`: encode and prefill the frame of a question that has begun (`VoiceLink`)."""
+                 prepare: Callable[..., None] | None = None) -> None:
+        """`prepare(session, start_s, words="")`: encode and prefill the frame of a question that has begun, and
+        its words heard so far (`VoiceLink`)."""
         self.settings = settings
         self.limits = limits or LinkLimits()
         self.prepare = prepare

@@ -24,6 +24,7 @@ from ..settings import AppSettings
 from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
+from .prepare import prepare
 from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
 from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
@@ -105,19 +106,6 @@ def speech_started(session: VoiceSession) -> str | dict:
     """The line heard a question start (link.js clicked #voice-heard-start): say so. (The line itself has the
     frame prepared: `VoiceLinks(prepare=...)`.)"""
     return status_html("hearing") if session.listening and session.phase == "hearing" else gr.skip()
-
-
-def prepare(engine: Backend, session: VoiceSession, resolution: int | None, retries: int = 5) -> None:
-    """Speech started: encode and prefill the question's frame while the person talks. The engine only does
-    that when idle; an answer cut off by this question frees it within a token, so a refusal is retried briefly."""
-    frame = session.question_frame
-    try:
-        for _ in range(retries):
-            if frame is None or session.question_frame is not frame or engine.prepare(frame, resolution):
-                return
-            time.sleep(0.1)
-    except InputError as e:
-        log.info("the camera frame cannot be used: %s", e)
 
 
 def push_to_talk_started(session: VoiceSession) -> tuple:

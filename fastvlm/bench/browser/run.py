@@ -75,14 +75,16 @@ def app_settings(settings: JourneySettings):
                        live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
 
 
-def speech_models(threads: int, audio_dir: Path):
+def speech_models(threads: int, audio_dir: Path, words_ahead_s: float | None = None):
     """Whisper tiny.en (offline), Silero VAD and eSpeak NG saying the reference answer's first piece: the
-    engine-only voice journey's chain."""
+    engine-only voice journey's chain. `words_ahead_s`: SpeechConfig's (None: its default)."""
     from fastvlm.speech import EspeakSpeaker, SpeechConfig, WhisperTranscriber, silero_vad
     from ui import AppSettings
     from ui.voice import SpeechModels
 
     config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir)
+    if words_ahead_s is not None:
+        config = replace(config, words_ahead_s=words_ahead_s)
     speaker = media.ReferenceSpeaker(EspeakSpeaker.load(config), first_piece(AppSettings().voice_first_phrase_words)[1])
     return SpeechModels(WhisperTranscriber.load(config), speaker, silero_vad(), config,
                         "Whisper tiny.en · eSpeak NG (bench)")
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     except (serve.BrowserUnavailable, echo.RoomUnavailable) as e:
         log.error("%s", e)
         return 2
-    settings = browser_settings(JourneySettings.quick() if args.quick else JourneySettings())
+    settings = browser_settings(JourneySettings.from_args(args))
     engine = serve.RecordingEngine(engine_factory(args))
     size = args.resolution or engine.resolution
     report = {"driver": "browser", "machine": machine_info(args.threads), "model": engine.describe(),
@@ -135,7 +137,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     spoken = speech = None
     if not args.no_voice:
         spoken = media.write_questions(tmp / "questions.wav", QUESTIONS, slot_s=8.0 if args.quick else SLOT_S)
-        speech = speech_models(args.threads, tmp / "spoken")
+        speech = speech_models(args.threads, tmp / "spoken", settings.voice_words_ahead_s)
     out: dict = {}
     with serve.serve(engine, app_settings(settings), speech) as url, \
             serve.chromium(clip, spoken.path if spoken else None) as browser:

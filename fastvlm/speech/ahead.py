@@ -1,0 +1,91 @@
+"""A question's words while it is still spoken, so that the engine prefills them before it ends.
+
+Once the question's camera frame is prepared (`TurnTaker.want_words(start_s)`), Whisper transcribes the speech so far
+every `words_ahead_s` of it, one transcription at a time, in a thread, never beside the transcription of a pause;
+each transcript, all but its last word (the audio may end inside it), comes out of `TurnTaker.feed()` as
+`HeardSoFar`, and the caller has the engine prefill those words after the image (`Engine.prepare(frame,
+words=...)`). The answer then prefills only the rest of the question: on a CPU without AVX-512 the question's
+~15 positions after a prepared image were most of its TTFT (docs/speech.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from .stt import Transcriber
+from .vad import TurnDetector
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HeardSoFar:
+    """The first words of the question that began at `start_s`, heard while it goes on."""
+
+    start_s: float
+    words: str
+
+
+def words_before_last(text: str) -> str:
+    """All but the last word of a transcript of speech that goes on (its last word may be cut off)."""
+    return " ".join(text.split()[:-1])
+
+
+class WordsAhead:
+    """One person's transcriptions of the question going on (`TurnTaker` holds one; fed from its thread)."""
+
+    def __init__(self, transcriber: Transcriber, every_s: float) -> None:
+        """`every_s`: seconds of speech between transcriptions (0: never)."""
+        self.transcriber, self.every_s = transcriber, every_s
+        self.wanted: float | None = None  # the start of the question whose frame is prepared: its words are wanted
+        self._start_s: float | None = None  # the question transcribed ahead
+        self._heard_s = 0.0  # how much of it had been spoken at the last transcription
+        self._future: Future | None = None  # -> Transcript
+
+    @property
+    def pending(self) -> Future | None:
+        """The transcription under way (or finished and not yet told), if any."""
+        return self._future
+
+    def reset(self) -> None:
+        """The question is over (or forgotten): nothing more for it; a transcription under way is dropped."""
+        self.wanted, self._start_s, self._heard_s, self._future = None, None, 0.0, None
+
+    def step(self, detector: TurnDetector, busy: bool) -> list[HeardSoFar]:
+        """After each chunk: the words of a finished transcription, and the next one begun when it is due.
+        `busy`: a pause is being transcribed (its transcript is the newer one; nothing begins beside it)."""
+        out = self._finished(busy)
+        now = detector.speaking()
+        if busy or now is None or now[0] != self.wanted or self._future is not None or self.every_s <= 0:
+            return out
+        start_s, spoken_s = now
+        if start_s != self._start_s:
+            self._start_s, self._heard_s = start_s, 0.0
+        if spoken_s - self._heard_s >= self.every_s:
+            audio = detector.speech_so_far()
+            if audio is not None:
+                self._heard_s, self._future = spoken_s, Future()
+                threading.Thread(target=_transcribe, args=(self.transcriber, audio, self._future),
+                                 name="turn-ahead", daemon=True).start()
+        return out
+
+    def _finished(self, busy: bool) -> list[HeardSoFar]:
+        f = self._future
+        if f is None or not f.done():
+            return []
+        self._future = None
+        if busy or f.exception() is not None or self._start_s is None:
+            return []
+        words = words_before_last(f.result().text)
+        return [HeardSoFar(self._start_s, words)] if words else []
+
+
+def _transcribe(transcriber: Transcriber, audio, future: Future) -> None:
+    try:
+        future.set_result(transcriber.transcribe(audio))
+    except Exception as e:  # noqa: BLE001 - only a head start is lost; the question's own transcript decides
+        log.debug("transcribing ahead failed: %s", e)
+        future.set_exception(e)

@@ -1,0 +1,111 @@
+"""Words ahead: while a question is spoken, once its frame is prepared, its words so far are transcribed every
+`words_ahead_s` of speech and come out of the turn taker as `HeardSoFar` (a loudness VAD and a transcriber that
+counts what it hears; no models)."""
+
+from concurrent.futures import wait
+
+import numpy as np
+import pytest
+
+from fastvlm.speech import HeardSoFar, SpeechConfig, SpeechStarted, Transcript
+from fastvlm.speech.ahead import words_before_last
+from fastvlm.speech.judge import TranscriptJudge
+from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnTaker
+from tests.unit.speech.test_speech_turn import LoudnessVad, quiet, voice
+
+RATE = 16_000
+WORDS = ["What", "am", "I", "holding", "in", "my", "right", "hand", "today"]
+
+
+class WordPerQuarterSecond:
+    """Hears one word of `WORDS` per 0.25 s of audio."""
+
+    def __init__(self):
+        self.heard_s: list[float] = []
+
+    def transcribe(self, audio):
+        self.heard_s.append(audio.size / RATE)
+        text = " ".join(WORDS[: max(1, int(audio.size / RATE / 0.25))]) + "?"
+        return Transcript(text, "en", audio.size / RATE, elapsed_s=0.01)
+
+
+def taker_for(every_s=0.5):
+    stt = WordPerQuarterSecond()
+    config = SpeechConfig(speech_pad_ms=0, words_ahead_s=every_s)
+    return TurnTaker(LoudnessVad(), stt, config, TranscriptJudge(), "semantic", likely_events=True), stt
+
+
+def feed(taker, stt, audio, chunk_s=0.04):
+    """Feed in chunks; a transcription begun by a chunk is let finish before the next one (as if instant)."""
+    out, step = [], int(RATE * chunk_s)
+    for i in range(0, audio.size, step):
+        out += taker.feed(RATE, audio[i : i + step])
+        if taker.ahead.pending is not None:
+            wait([taker.ahead.pending], 1)  # told with the next chunk
+        out += taker.settle(1.0)
+    return out
+
+
+def test_nothing_is_transcribed_ahead_until_the_questions_frame_is_prepared():
+    taker, stt = taker_for()
+    events = feed(taker, stt, voice(1.5))
+    assert any(isinstance(e, SpeechStarted) for e in events)
+    assert stt.heard_s == [] and not any(isinstance(e, HeardSoFar) for e in events)
+
+
+def test_once_wanted_the_words_so_far_come_every_interval_of_speech_all_but_the_last():
+    taker, stt = taker_for(every_s=0.5)
+    events = feed(taker, stt, voice(0.3))
+    start = next(e.at_s for e in events if isinstance(e, SpeechStarted))
+    taker.want_words(start)
+    events = feed(taker, stt, voice(1.3))
+    heard = [e for e in events if isinstance(e, HeardSoFar)]
+    assert len(stt.heard_s) == 3  # at 0.5, 1.0 and 1.5 s of speech
+    assert np.diff(stt.heard_s).min() >= 0.5 - 0.05
+    assert [h.start_s for h in heard] == [start] * len(heard) and len(heard) >= 2
+    for h, seconds in zip(heard, stt.heard_s):
+        spoken = WORDS[: int(seconds / 0.25)]
+        assert h.words == " ".join(spoken[:-1])  # the last word may be cut off: never prefilled
+
+
+def test_no_words_ahead_for_another_question_nor_in_a_pause_nor_after_the_end():
+    taker, stt = taker_for(every_s=0.3)
+    events = feed(taker, stt, voice(0.3))
+    start = next(e.at_s for e in events if isinstance(e, SpeechStarted))
+    taker.want_words(start + 5.0)  # a later question's frame
+    feed(taker, stt, voice(0.8))
+    assert stt.heard_s == []
+    taker.want_words(start)
+    events = feed(taker, stt, quiet(0.4))  # a pause: its own transcription is the newer one, and finished
+    kinds = [type(e) for e in events]
+    assert TurnLikelyEnded in kinds and HeardSoFar not in kinds[kinds.index(TurnLikelyEnded):]
+    assert len(stt.heard_s) <= 2  # one begun as the silence began (not yet heard as one), and the pause's
+    calls = len(stt.heard_s)
+    events = feed(taker, stt, quiet(2.5))  # the question ends
+    assert any(isinstance(e, TurnEnded) for e in events)
+    feed(taker, stt, quiet(1.0))
+    assert len(stt.heard_s) == calls  # nothing transcribed ahead in the pause nor after the end
+
+
+@pytest.mark.parametrize("text, words", [("What am I holding", "What am I"), ("Hi", ""), ("", ""),
+                                         ("  What  color ", "What")])
+def test_the_last_word_is_never_kept(text, words):
+    assert words_before_last(text) == words
+
+
+def test_words_ahead_must_not_be_negative():
+    with pytest.raises(ValueError, match="words_ahead_s"):
+        SpeechConfig(words_ahead_s=-1)
+
+
+def test_words_ahead_go_on_after_a_pause_in_an_unfinished_question():
+    """"What am I holding in my… right hand": the pause's transcript is judged unfinished and the person goes on;
+    the words heard ahead go on with them (they stopped for good after the first such pause)."""
+    taker, stt = taker_for(every_s=0.5)
+    events = feed(taker, stt, voice(0.3))
+    taker.want_words(next(e.at_s for e in events if isinstance(e, SpeechStarted)))
+    before = [e for e in feed(taker, stt, voice(1.2)) if isinstance(e, HeardSoFar)]
+    events = feed(taker, stt, quiet(0.2))  # 6 words so far: "… in my", unfinished
+    assert not any(isinstance(e, (TurnLikelyEnded, TurnEnded)) for e in events)
+    after = [e for e in feed(taker, stt, voice(1.2)) if isinstance(e, HeardSoFar)]
+    assert before and after and len(after[-1].words.split()) > len(before[-1].words.split()) + 1

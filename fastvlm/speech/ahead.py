@@ -40,7 +40,8 @@ class WordsAhead:
     def __init__(self, transcriber: Transcriber, every_s: float) -> None:
         """`every_s`: seconds of speech between transcriptions (0: never)."""
         self.transcriber, self.every_s = transcriber, every_s
-        self.wanted: float | None = None  # the start of the question whose frame is prepared: its words are wanted
+        self.wanted: float | None = None  # the first sound of the question whose frame is prepared (`want`)
+        self._after = float("-inf")  # where the last question ended: a frame prepared before that is not this one's
         self._start_s: float | None = None  # the question transcribed ahead
         self._heard_s = 0.0  # how much of it had been spoken at the last transcription
         self._future: Future | None = None  # -> Transcript
@@ -50,16 +51,25 @@ class WordsAhead:
         """The transcription under way (or finished and not yet told), if any."""
         return self._future
 
-    def reset(self) -> None:
-        """The question is over (or forgotten): nothing more for it; a transcription under way is dropped."""
+    def want(self, onset_s: float) -> None:
+        """The frame of the speech first heard at `onset_s` is prepared: the question that began there (or
+        after it: a first sound too short to be speech, then the question) is worth transcribing ahead."""
+        if onset_s >= self._after:
+            self.wanted = onset_s
+
+    def reset(self, ended_s: float | None = None) -> None:
+        """The question that ended at `ended_s` is over (None: all is forgotten): nothing more for it; a
+        transcription under way is dropped."""
         self.wanted, self._start_s, self._heard_s, self._future = None, None, 0.0, None
+        self._after = float("-inf") if ended_s is None else ended_s
 
     def step(self, detector: TurnDetector, busy: bool) -> list[HeardSoFar]:
         """After each chunk: the words of a finished transcription, and the next one begun when it is due.
         `busy`: a pause is being transcribed (its transcript is the newer one; nothing begins beside it)."""
         out = self._finished(busy)
         now = detector.speaking()
-        if busy or now is None or now[0] != self.wanted or self._future is not None or self.every_s <= 0:
+        wanted = self.wanted is not None and now is not None and now[0] >= self.wanted
+        if busy or not wanted or self._future is not None or self.every_s <= 0:
             return out
         start_s, spoken_s = now
         if start_s != self._start_s:

@@ -140,9 +140,11 @@ class TurnTaker:
         return p is not None and (not p.transcript.done() or self.detector.silence_s(p.event.end_s) is not None)
 
     def want_words(self, start_s: float) -> None:
-        """The frame of the question that began at `start_s` (its `SpeechOnset.at_s`) is prepared: hear its words
-        ahead (`HeardSoFar`, every `words_ahead_s` of speech) until it ends. Any thread may call it."""
-        self.ahead.wanted = start_s
+        """The frame taken at the first sound of speech at `start_s` (a `SpeechOnset.at_s`) is prepared: hear the
+        words of the question that began there (or later: that sound was too short, then came the question) ahead
+        (`HeardSoFar`, every `words_ahead_s` of speech) until it ends. Before the last question's end: ignored.
+        Any thread may call it."""
+        self.ahead.want(start_s)
 
     def settle(self, timeout_s: float) -> list[TurnEvent | TurnLikelyEnded | TurnResumed]:
         """Wait up to `timeout_s` for the verdict on the pause going on (none: returns at once); the end it
@@ -161,7 +163,7 @@ class TurnTaker:
     def _ended(self, events: list) -> list:
         if any(isinstance(e, TurnEnded) for e in events):
             self.over_answer = False  # the next speech says for itself whether it is over an answer
-            self.ahead.reset()
+            self.ahead.reset(max(e.end_s for e in events if isinstance(e, TurnEnded)))
         return events
 
     def _resumed(self) -> list:

@@ -109,3 +109,22 @@ def test_words_ahead_go_on_after_a_pause_in_an_unfinished_question():
     assert not any(isinstance(e, (TurnLikelyEnded, TurnEnded)) for e in events)
     after = [e for e in feed(taker, stt, voice(1.2)) if isinstance(e, HeardSoFar)]
     assert before and after and len(after[-1].words.split()) > len(before[-1].words.split()) + 1
+
+
+def test_the_frame_of_a_first_sound_too_short_serves_the_question_after_it_but_never_the_next_question():
+    """The frame is taken at the first sound of speech; a sound too short to be speech may come first (eSpeak NG's
+    "What" is heard as two), and the question then begins a little later: its words are still wanted. A frame
+    prepared for a question that has ended never makes the next one's words wanted."""
+    taker, stt = taker_for(every_s=0.5)
+    feed(taker, stt, np.concatenate([voice(0.1), quiet(0.1)]))  # too short: no question
+    events = feed(taker, stt, voice(0.3))
+    start = next(e.at_s for e in events if isinstance(e, SpeechStarted))
+    assert start > 0
+    taker.want_words(0.0)  # the frame of the first sound
+    assert any(isinstance(e, HeardSoFar) for e in feed(taker, stt, voice(1.2)))
+    events = feed(taker, stt, quiet(2.5))
+    assert any(isinstance(e, TurnEnded) for e in events)
+    calls = len(stt.heard_s)
+    taker.want_words(start)  # late: that question is over
+    feed(taker, stt, voice(1.5))
+    assert len(stt.heard_s) == calls

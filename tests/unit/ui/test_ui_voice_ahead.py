@@ -31,7 +31,7 @@ def on_line_preparing(tmp_path, backend):
 
 def test_the_words_heard_so_far_are_prefilled_after_the_prepared_frame_while_the_question_goes_on(tmp_path):
     engine = make_engine()
-    session, link = on_line_preparing(tmp_path, engine)
+    _, link = on_line_preparing(tmp_path, engine)
     for frame in np.split(voice(0.4), 10):  # the question begins: its frame is prepared
         link.hear(pcm(frame))
     assert wait_for(lambda: len(engine.lm.prefills) >= 1)

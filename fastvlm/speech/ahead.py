@@ -3,7 +3,8 @@
 Once the question's camera frame is prepared (`TurnTaker.want_words(start_s)`), Whisper transcribes the speech so far
 every `words_ahead_s` of it, one transcription at a time, in a thread, never beside the transcription of a pause;
 each transcript, all but its last word (the audio may end inside it), comes out of `TurnTaker.feed()` as
-`HeardSoFar`, and the caller has the engine prefill those words after the image (`Engine.prepare(frame,
+`HeardSoFar` (as do all the words of a pause the judge calls unfinished: they end on a whole word), and the
+caller has the engine prefill those words after the image (`Engine.prepare(frame,
 words=...)`). The answer then prefills only the rest of the question: on a CPU without AVX-512 the question's
 ~15 positions after a prepared image were most of its TTFT (docs/speech.md).
 """
@@ -19,6 +20,7 @@ from .stt import Transcriber
 from .vad import TurnDetector
 
 log = logging.getLogger(__name__)
+_TRAILING = ".,;:!?…-"  # how Whisper ends words that trail off ("What color is the...")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,15 @@ class WordsAhead:
         transcription under way is dropped."""
         self.wanted, self._start_s, self._heard_s, self._future = None, None, 0.0, None
         self._after = float("-inf") if ended_s is None else ended_s
+
+    def at_pause(self, start_s: float, transcript: Future) -> list[HeardSoFar]:
+        """A pause in a question the judge calls unfinished ("What color is the…"): its transcript, made anyway,
+        ends on a whole word, so all its words are the question's so far (if they are wanted)."""
+        if self.wanted is None or start_s < self.wanted or not transcript.done() or transcript.exception():
+            return []
+        heard = transcript.result()
+        words = "" if heard.asks_nothing else heard.text.strip().rstrip(_TRAILING).strip()
+        return [HeardSoFar(start_s, words)] if words else []
 
     def step(self, detector: TurnDetector, busy: bool) -> list[HeardSoFar]:
         """After each chunk: the words of a finished transcription, and the next one begun when it is due.

@@ -76,6 +76,7 @@ class _Pause:
     transcript: Future  # -> Transcript
     verdict: Future | None  # -> Verdict (semantic rule only)
     likely: bool = False  # TurnLikelyEnded was sent for it
+    heard: bool = False  # its words were told as the question's so far (not finished: `WordsAhead.at_pause`)
 
 
 class TurnTaker:
@@ -183,7 +184,8 @@ class TurnTaker:
         if silence is None:
             return []
         if not verdict.complete:
-            return self._no_words(p, silence, verdict)
+            told, p.heard = ([] if p.heard else self.ahead.at_pause(p.event.start_s, p.transcript)), True
+            return told + self._no_words(p, silence, verdict)
         out: list = []
         if self.likely_events and not p.likely:
             p.likely = True

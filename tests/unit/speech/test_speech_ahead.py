@@ -99,14 +99,17 @@ def test_words_ahead_must_not_be_negative():
 
 
 def test_words_ahead_go_on_after_a_pause_in_an_unfinished_question():
-    """"What am I holding in my… right hand": the pause's transcript is judged unfinished and the person goes on;
-    the words heard ahead go on with them (they stopped for good after the first such pause)."""
+    """"What am I holding in my… right hand": the pause's transcript is judged unfinished and its words are the
+    question's so far; the person goes on, and the words heard ahead go on with them (they stopped for good after
+    the first such pause)."""
     taker, stt = taker_for(every_s=0.5)
     events = feed(taker, stt, voice(0.3))
     taker.want_words(next(e.at_s for e in events if isinstance(e, SpeechStarted)))
     before = [e for e in feed(taker, stt, voice(1.2)) if isinstance(e, HeardSoFar)]
     events = feed(taker, stt, quiet(0.2))  # 6 words so far: "… in my", unfinished
     assert not any(isinstance(e, (TurnLikelyEnded, TurnEnded)) for e in events)
+    # the pause's own transcript ends on a whole word: all of it is the question so far, told once
+    assert [e.words for e in events if isinstance(e, HeardSoFar)] == ["What am I holding in my"]
     after = [e for e in feed(taker, stt, voice(1.2)) if isinstance(e, HeardSoFar)]
     assert before and after and len(after[-1].words.split()) > len(before[-1].words.split()) + 1
 

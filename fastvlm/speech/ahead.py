@@ -1,12 +1,12 @@
 """A question's words while it is still spoken, so that the engine prefills them before it ends.
 
-Once the question's camera frame is prepared (`TurnTaker.want_words(start_s)`), Whisper transcribes the speech so far
-every `words_ahead_s` of it, one transcription at a time, in a thread, never beside the transcription of a pause;
-each transcript, all but its last word (the audio may end inside it), comes out of `TurnTaker.feed()` as
-`HeardSoFar` (as do all the words of a pause the judge calls unfinished: they end on a whole word), and the
-caller has the engine prefill those words after the image (`Engine.prepare(frame,
-words=...)`). The answer then prefills only the rest of the question: on a CPU without AVX-512 the question's
-~15 positions after a prepared image were most of its TTFT (docs/speech.md).
+Once the question's camera frame is prepared (`TurnTaker.want_words(start_s)`), Whisper transcribes the speech
+so far every `words_ahead_s` of it, one transcription at a time, in a thread, never beside the transcription of
+a pause; each transcript, all but its last word (the audio may end inside it), comes out of `TurnTaker.feed()`
+as `HeardSoFar` (as do all the words of a pause the judge calls unfinished: they end on a whole word), and the
+caller has the engine prefill those words after the image (`Engine.prepare(frame, words=...)`). The answer then
+prefills only the rest of the question: on a CPU without AVX-512 the question's ~15 positions after a prepared
+image were most of its TTFT (docs/speech.md).
 """
 
 from __future__ import annotations

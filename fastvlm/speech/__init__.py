@@ -26,9 +26,9 @@ from .vad import (
 )
 
 __all__ = [
-    "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "HeardSoFar", "Paused", "SentenceChunker", "SileroVad", "SmartTurnJudge",
-    "Speaker", "Speech", "SpeechConfig", "SpeechOnset", "SpeechStarted", "SpeechUnavailable", "Transcriber",
-    "Transcript", "TranscriptJudge", "TurnDetector", "TurnEnded", "TurnEvent", "TurnJudge", "TurnTaker",
-    "UtteranceEnded", "VadModel", "Verdict", "WhisperTranscriber", "load_judge", "remove_old_audio",
+    "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "HeardSoFar", "Paused", "SentenceChunker", "SileroVad",
+    "SmartTurnJudge", "Speaker", "Speech", "SpeechConfig", "SpeechOnset", "SpeechStarted", "SpeechUnavailable",
+    "Transcriber", "Transcript", "TranscriptJudge", "TurnDetector", "TurnEnded", "TurnEvent", "TurnJudge",
+    "TurnTaker", "UtteranceEnded", "VadModel", "Verdict", "WhisperTranscriber", "load_judge", "remove_old_audio",
     "resolve_whisper_model", "rms", "silero_vad", "split_sentences", "to_mono_16k", "word_error_rate",
 ]  # fmt: skip

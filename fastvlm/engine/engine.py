@@ -181,11 +181,14 @@ class Engine:
 
         `words`: the question's first words, heard while it is still spoken (the voice tab): prefilled after the
         image, so its answer only prefills the rest. Such a prepare takes over from one for the same image with
-        other words (or none); one with no words, or the same words, leaves the running one be, and never drops
-        words already prefilled for that image."""
+        other words (or none), never from one for another image; one with no words, or the same words, leaves
+        the running one be, and never drops words already prefilled for that image."""
         with self._guard:
-            if preprocess.same_source(image, self._preparing) and words in ("", self._preparing_words):
+            same = preprocess.same_source(image, self._preparing)
+            if same and words in ("", self._preparing_words):
                 return False  # already under way
+            if words and self._preparing is not None and not same:
+                return False  # another image is being prepared (someone else's question): it comes first
             self._prepares += 1
             mine = self._prepares
         if not self._acquire_for_prepare(mine):

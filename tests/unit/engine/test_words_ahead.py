@@ -71,3 +71,14 @@ def preparing_words(engine, lm: FakeLM, words: str):
     worker.start()
     assert lm.prefilling.wait(5)
     return worker, out
+
+
+def test_words_never_take_over_from_the_prepare_of_another_image():
+    """Two people speak at once: one's words must not keep stopping the other's frame (each question needs its
+    frame; words only save a few positions)."""
+    engine, lm = slow_prefix_engine()
+    other = 255 - IMG
+    worker, prepared = preparing(engine, lm, other)
+    assert engine.prepare(IMG, words="What is") is False
+    worker.join()
+    assert prepared["ok"] is True

@@ -85,6 +85,9 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
                                                                    "a spoken question")
     v.add_argument("--speech-pad-ms", type=int, default=400,
                    help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
+    v.add_argument("--words-ahead-s", type=float, default=0.8,
+                   help="once a spoken question's frame is prepared, hear its words every this many seconds of "
+                        "speech and prefill them, so the answer starts sooner (0: off; docs/speech.md)")
 
 
 def speech_config(args: argparse.Namespace):
@@ -94,7 +97,7 @@ def speech_config(args: argparse.Namespace):
                         download=not args.no_download, threads=args.threads, tts_voice=args.tts_voice,
                         tts_timeout_s=args.tts_timeout, espeak_voice=args.espeak_voice,
                         end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms,
-                        end_of_turn=args.end_of_turn, turn_judge=args.turn_judge)
+                        end_of_turn=args.end_of_turn, turn_judge=args.turn_judge, words_ahead_s=args.words_ahead_s)
 
 
 def load_speech(args: argparse.Namespace):

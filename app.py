@@ -85,9 +85,10 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
                                                                    "a spoken question")
     v.add_argument("--speech-pad-ms", type=int, default=400,
                    help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
-    v.add_argument("--words-ahead-s", type=float, default=0.8,
+    v.add_argument("--words-ahead-s", type=float, default=0.0,
                    help="once a spoken question's frame is prepared, hear its words every this many seconds of "
-                        "speech and prefill them, so the answer starts sooner (0: off; docs/speech.md)")
+                        "speech (e.g. 0.8) and prefill them; sooner answers to long questions when the browser runs "
+                        "elsewhere, later ones on 2 cores shared with it (default 0: off; docs/speech.md)")
 
 
 def speech_config(args: argparse.Namespace):

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-voice", action="store_true", help="with --journeys: leave out the voice journey")
     p.add_argument("--words-ahead-s", type=float, default=None, metavar="S",
                    help="with --journeys: hear a question's words every S s while it is spoken and prefill them "
-                        "(0: off; default: the app's, SpeechConfig.words_ahead_s)")
+                        "(e.g. 0.8; default: the app's, SpeechConfig.words_ahead_s, 0: off)")
     p.add_argument("--browser", action="store_true",
                    help="with --journeys: walk them through the real page in headless Chromium on this machine "
                         "(the laptop case; needs playwright and /usr/bin/chromium)")

@@ -70,9 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--early-stt-ms", type=int, default=300, help="start transcribing at a pause this long (0: off)")
     p.add_argument("--preemptive", action=argparse.BooleanOptionalAction, default=True,
                    help="semantic rule: begin the answer when the judge says finished, play it once the turn ends")
-    p.add_argument("--words-ahead-s", type=float, default=0.8,
+    p.add_argument("--words-ahead-s", type=float, default=0.0,
                    help="once the frame is prepared, hear the question's words every this many s of it and prefill "
-                        "them (0: off; SpeechConfig.words_ahead_s)")
+                        "them (e.g. 0.8; 0: off, the app's default: SpeechConfig.words_ahead_s)")
     p.add_argument("--whisper-model", default="tiny.en")
     p.add_argument("--question-wpm", type=int, default=140, help="eSpeak NG rate: 140 makes 2.2-2.5 s questions")
     p.add_argument("--tts", choices=("fallback", "espeak"), default="fallback",

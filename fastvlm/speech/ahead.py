@@ -6,7 +6,8 @@ a pause; each transcript, all but its last word (the audio may end inside it), c
 as `HeardSoFar` (as do all the words of a pause the judge calls unfinished: they end on a whole word), and the
 caller has the engine prefill those words after the image (`Engine.prepare(frame, words=...)`). The answer then
 prefills only the rest of the question: on a CPU without AVX-512 the question's ~15 positions after a prepared
-image were most of its TTFT (docs/speech.md).
+image were most of its TTFT. Off by default (`words_ahead_s` 0): on 2 cores shared with the browser the extra
+Whisper runs made the first sound later (docs/speech.md).
 """
 
 from __future__ import annotations

@@ -39,8 +39,9 @@ class SpeechConfig:
     turn_max_silence_ms: int = 2000  # semantic: an unfinished one ends anyway after this much silence
     end_silence_ms: int = 700  # silence: the silence after speech that ends an utterance
     # while a question is spoken (once its frame is prepared), Whisper hears the speech so far every this many
-    # seconds of it, and the engine prefills its words, so the answer prefills only the rest (speech/ahead.py). 0: off
-    words_ahead_s: float = 0.8
+    # seconds of it (e.g. 0.8), and the engine prefills its words, so the answer prefills only the rest
+    # (speech/ahead.py). 0: off, the default: on 2 vCPU shared with the browser it made the first sound later
+    words_ahead_s: float = 0.0
     min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
     speech_pad_ms: int = 300  # audio kept before the speech start and after its end
     vad_threshold: float = 0.5  # Silero speech probability that counts as speech

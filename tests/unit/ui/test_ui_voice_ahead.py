@@ -6,11 +6,12 @@ import time
 
 import numpy as np
 
-from tests.unit.ui.test_ui_voice import SETTINGS, make_engine, make_models, voice
+from fastvlm.speech import SpeechConfig
+from tests.unit.ui.test_ui_voice import SETTINGS, FakeSpeaker, FakeTranscriber, LoudnessVad, make_engine, voice
 from tests.unit.ui.test_ui_voice_tab import FRAME, pcm
 from ui.voice.link import VoiceLink
 from ui.voice.prepare import prepare
-from ui.voice.session import VoiceSession
+from ui.voice.session import SpeechModels, VoiceSession
 
 
 def wait_for(condition, timeout_s=5.0) -> bool:
@@ -23,7 +24,8 @@ def wait_for(condition, timeout_s=5.0) -> bool:
 def on_line_preparing(tmp_path, backend):
     """A listening session on an open line, its frames prepared by `backend` as the app wires it (ui/blocks.py)."""
     session = VoiceSession(frame=FRAME)
-    session.listen(make_models(tmp_path).turn_taker(likely_events=True, onsets=True))
+    models = SpeechModels(FakeTranscriber(), FakeSpeaker(tmp_path), LoudnessVad(), SpeechConfig(words_ahead_s=0.8))
+    session.listen(models.turn_taker(likely_events=True, onsets=True))
     session.link = VoiceLink(session, SETTINGS, [].append, prepare=lambda s, start_s, words="": prepare(
         backend, s, None, start_s, words))
     return session, session.link

@@ -181,14 +181,14 @@ def test_voice_flags_map_onto_the_speech_config_and_a_failed_load_keeps_the_app(
     args = app.build_parser().parse_args(["--whisper-model", "base", "--tts-voice", "en-GB-RyanNeural",
                                           "--end-silence-ms", "500", "--threads", "2", "--no-download",
                                           "--speech-pad-ms", "350", "--end-of-turn", "silence",
-                                          "--turn-judge", "smart-turn", "--words-ahead-s", "0"])
+                                          "--turn-judge", "smart-turn", "--words-ahead-s", "0.8"])
     config = app.speech_config(args)
     assert (config.whisper_model, config.tts_voice, config.end_silence_ms, config.threads, config.download,
             config.speech_pad_ms, config.end_of_turn, config.turn_judge, config.words_ahead_s) == (
-        "base", "en-GB-RyanNeural", 500, 2, False, 350, "silence", "smart-turn", 0)
+        "base", "en-GB-RyanNeural", 500, 2, False, 350, "silence", "smart-turn", 0.8)
     default = app.speech_config(app.build_parser().parse_args([]))
     assert (default.speech_pad_ms, default.end_of_turn, default.turn_judge, default.words_ahead_s) == (
-        400, "semantic", "transcript", 0.8)
+        400, "semantic", "transcript", 0)
     assert app.load_speech(app.build_parser().parse_args(["--no-voice"])) is None
 
     def broken(config):

@@ -56,8 +56,8 @@ class WordsAhead:
 
     def want(self, onset_s: float) -> None:
         """The frame of the speech first heard at `onset_s` is prepared: the question that began there (or
-        after it: a first sound too short to be speech, then the question) is worth transcribing ahead."""
-        if onset_s >= self._after:
+        after it: a first sound too short to be speech, then the question) is worth transcribing ahead (when on)."""
+        if self.every_s > 0 and onset_s >= self._after:
             self.wanted = onset_s
 
     def reset(self, ended_s: float | None = None) -> None:

@@ -184,7 +184,8 @@ class TurnTaker:
         if silence is None:
             return []
         if not verdict.complete:
-            told, p.heard = ([] if p.heard else self.ahead.at_pause(p.event.start_s, p.transcript)), True
+            told = [] if p.heard else self.ahead.at_pause(p.event.start_s, p.transcript)
+            p.heard = True
             return told + self._no_words(p, silence, verdict)
         out: list = []
         if self.likely_events and not p.likely:

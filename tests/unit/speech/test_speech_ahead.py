@@ -131,3 +131,14 @@ def test_the_frame_of_a_first_sound_too_short_serves_the_question_after_it_but_n
     taker.want_words(start)  # late: that question is over
     feed(taker, stt, voice(1.5))
     assert len(stt.heard_s) == calls
+
+
+def test_off_by_default_nothing_is_heard_ahead_not_even_at_an_unfinished_pause():
+    stt = WordPerQuarterSecond()
+    taker = TurnTaker(LoudnessVad(), stt, SpeechConfig(speech_pad_ms=0), TranscriptJudge(), "semantic",
+                      likely_events=True)
+    events = feed(taker, stt, voice(0.3))
+    taker.want_words(next(e.at_s for e in events if isinstance(e, SpeechStarted)))
+    events = feed(taker, stt, np.concatenate([voice(1.2), quiet(0.2), voice(1.2)]))
+    assert len(stt.heard_s) == 1  # the pause's own transcription, judged unfinished
+    assert not any(isinstance(e, HeardSoFar) for e in events)

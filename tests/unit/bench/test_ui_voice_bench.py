@@ -76,3 +76,45 @@ def test_a_first_piece_cut_at_the_reference_token_is_spoken_as_the_reference_wor
     speaker = FakeSpeaker(tmp_path)
     voice._answer(make_engine(script), speaker, "What am I holding?", FRAME, 128, own)
     assert speaker.texts == [" w7"]  # the fake model's first three tokens (one byte each)
+
+
+def test_a_turn_with_words_heard_ahead_prefills_them_and_reports_them(tmp_path, monkeypatch):
+    """bench-voice's turn as the app takes it: the frame is prepared at the first sound, the turn taker is told
+    (`want_words`), and each `HeardSoFar` has the engine prefill those words after the frame; the row lists them."""
+    from concurrent.futures import Future
+
+    from fastvlm.speech import HeardSoFar, SpeechOnset, Transcript
+    from fastvlm.speech.turn import TurnEnded
+    from tests.unit.ui.test_ui_voice import FRAME
+
+    class Taker:
+        wanted = None
+
+        def want_words(self, start_s):
+            self.wanted = start_s
+
+    def hear(taker, audio, chunk_s, on_event=None):  # the question's events, as the turn taker would send them
+        on_event(SpeechOnset(0.5))
+        deadline = time.monotonic() + 5
+        while taker.wanted is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the frame's prepare, in its thread
+        on_event(HeardSoFar(0.5, "What am I"))
+        while not prefilled() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the words' prepare, in its thread
+        heard = Future()
+        heard.set_result(Transcript("What am I holding?", "en", 2.0, elapsed_s=0.01))
+        return TurnEnded(audio, 0.5, 2.5, False, heard, "silence"), 2.6
+
+    def prefilled() -> list:
+        return [p for p in engine.lm.prefills if p[-len("\nWhat am I"):] == [ord(c) for c in "\nWhat am I"]]
+
+    monkeypatch.setattr(turns, "hear_turn", hear)
+    parser = argparse.ArgumentParser()
+    voice.add_arguments(parser)
+    args = parser.parse_args(["--tts", "espeak"])
+    engine, taker = make_engine(), Taker()
+    row = voice._one_turn(engine, FakeTranscriber(), FakeSpeaker(tmp_path), taker, np.zeros(RATE, np.float32), 2.5,
+                          FRAME, 128, args)
+    assert taker.wanted == 0.5 and row["prepared_before_end"]
+    assert [(a["words"], a["ok"], a["done_before_end"]) for a in row["words_ahead"]] == [("What am I", True, True)]
+    assert len(prefilled()) == 1 and row["transcript"] == "What am I holding?"

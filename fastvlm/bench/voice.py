@@ -27,6 +27,7 @@ Stages (medians over the kept runs):
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import statistics
@@ -157,12 +158,11 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     def on_event(event) -> None:
         if isinstance(event, SpeechOnset) and not prepared:  # prepare the frame while the person talks
             prepared["from_s"] = event.at_s
-            threading.Thread(target=_prepare, args=(engine, frame, size, prepared, taker, event.at_s),
-                             daemon=True).start()
+            then = functools.partial(taker.want_words, event.at_s)  # as the app: words ahead once the frame is ready
+            threading.Thread(target=_prepare, args=(engine, frame, size, prepared, "", then), daemon=True).start()
         elif isinstance(event, HeardSoFar):
             ahead.append({"words": event.words})
-            threading.Thread(target=_prepare_words, args=(engine, frame, size, event.words, ahead[-1]),
-                             daemon=True).start()
+            threading.Thread(target=_prepare, args=(engine, frame, size, ahead[-1], event.words), daemon=True).start()
         elif isinstance(event, TurnLikelyEnded) and args.preemptive:
             early.update(end_s=event.end_s, token=CancelToken(), row={})
             early["thread"] = threading.Thread(target=_answer_early, args=(engine, speaker, event, frame, size, args,
@@ -206,18 +206,13 @@ def _answer_early(engine, speaker, likely, frame, size, args, token, out: dict) 
     out.update(_answer(engine, speaker, transcript.text or "What is this?", frame, size, args, token))
 
 
-def _prepare(engine, frame, size, out: dict, taker, start_s: float) -> None:
-    t = time.perf_counter()
-    out["ok"] = engine.prepare(frame, size)
-    out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
-    if out["ok"]:
-        taker.want_words(start_s)  # as the app: the question's words are heard ahead once its frame is ready
-
-
-def _prepare_words(engine, frame, size, words: str, out: dict) -> None:
+def _prepare(engine, frame, size, out: dict, words: str = "", then=None) -> None:
+    """The frame (and `words`) prepared and timed into `out`; `then()` once it was."""
     t = time.perf_counter()
     out["ok"] = engine.prepare(frame, size, words=words)
     out["done_at"], out["elapsed_s"] = time.perf_counter(), time.perf_counter() - t
+    if out["ok"] and then is not None:
+        then()
 
 
 def _answer(engine, speaker, question, frame, size, args, cancel=None) -> dict:

@@ -1,7 +1,7 @@
 """A question's words while it is still spoken, so that the engine prefills them before it ends.
 
 Once the question's camera frame is prepared (`TurnTaker.want_words(start_s)`), Whisper transcribes the speech
-so far every `words_ahead_s` of it, one transcription at a time, in a thread, never beside the transcription of
+so far every `words_ahead_s` of it, one transcription at a time (in a thread: the taker's), never beside that of
 a pause; each transcript, all but its last word (the audio may end inside it), comes out of `TurnTaker.feed()`
 as `HeardSoFar` (as do all the words of a pause the judge calls unfinished: they end on a whole word), and the
 caller has the engine prefill those words after the image (`Engine.prepare(frame, words=...)`). The answer then
@@ -12,15 +12,14 @@ Whisper runs made the first sound later (docs/speech.md).
 
 from __future__ import annotations
 
-import logging
-import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from .stt import Transcriber
+import numpy as np
+
 from .vad import TurnDetector
 
-log = logging.getLogger(__name__)
 _TRAILING = ".,;:!?…-"  # how Whisper ends words that trail off ("What color is the...")
 
 
@@ -40,9 +39,10 @@ def words_before_last(text: str) -> str:
 class WordsAhead:
     """One person's transcriptions of the question going on (`TurnTaker` holds one; fed from its thread)."""
 
-    def __init__(self, transcriber: Transcriber, every_s: float) -> None:
-        """`every_s`: seconds of speech between transcriptions (0: never)."""
-        self.transcriber, self.every_s = transcriber, every_s
+    def __init__(self, transcribe: Callable[[np.ndarray], Future], every_s: float) -> None:
+        """`transcribe(audio)`: a Future of its `Transcript`, made in a thread; `every_s`: seconds of speech
+        between transcriptions (0: never)."""
+        self.transcribe, self.every_s = transcribe, every_s
         self.wanted: float | None = None  # the first sound of the question whose frame is prepared (`want`)
         self._after = float("-inf")  # where the last question ended: a frame prepared before that is not this one's
         self._start_s: float | None = None  # the question transcribed ahead
@@ -81,17 +81,13 @@ class WordsAhead:
         out = self._finished(busy)
         now = detector.speaking()
         wanted = self.wanted is not None and now is not None and now[0] >= self.wanted
-        if busy or not wanted or self._future is not None or self.every_s <= 0:
+        if busy or not wanted or self._future is not None:  # wanted only when on (`want`)
             return out
         start_s, spoken_s = now
         if start_s != self._start_s:
             self._start_s, self._heard_s = start_s, 0.0
-        if spoken_s - self._heard_s >= self.every_s:
-            audio = detector.speech_so_far()
-            if audio is not None:
-                self._heard_s, self._future = spoken_s, Future()
-                threading.Thread(target=_transcribe, args=(self.transcriber, audio, self._future),
-                                 name="turn-ahead", daemon=True).start()
+        if spoken_s - self._heard_s >= self.every_s:  # speaking: there is speech so far
+            self._heard_s, self._future = spoken_s, self.transcribe(detector.speech_so_far())
         return out
 
     def _finished(self, busy: bool) -> list[HeardSoFar]:
@@ -99,15 +95,8 @@ class WordsAhead:
         if f is None or not f.done():
             return []
         self._future = None
-        if busy or f.exception() is not None or self._start_s is None:
+        if busy or f.exception() is not None:  # failed: only a head start is lost; the question's transcript decides
             return []
         words = words_before_last(f.result().text)
         return [HeardSoFar(self._start_s, words)] if words else []
 
-
-def _transcribe(transcriber: Transcriber, audio, future: Future) -> None:
-    try:
-        future.set_result(transcriber.transcribe(audio))
-    except Exception as e:  # noqa: BLE001 - only a head start is lost; the question's own transcript decides
-        log.debug("transcribing ahead failed: %s", e)
-        future.set_exception(e)

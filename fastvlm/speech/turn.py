@@ -104,7 +104,7 @@ class TurnTaker:
         self._hold_s = c.turn_hold_ms / 1000
         self._no_words_s = c.turn_confirm_silence_ms / 1000
         self._pause: _Pause | None = None
-        self.ahead = WordsAhead(transcriber, c.words_ahead_s)
+        self.ahead = WordsAhead(self._transcribe, c.words_ahead_s)
         self.over_answer = False  # the speech going on began over an answer: with no words in it, it ends sooner
 
     @property
@@ -224,6 +224,13 @@ class TurnTaker:
         said so yet (it needs a window or two); the end waits for it, up to `turn_hold_ms`."""
         audio = self.detector.pause_audio(p.event.end_s)
         return audio is not None and sound_returns(audio, round(_RECENT_S * RATE))
+
+    def _transcribe(self, audio: np.ndarray) -> Future:
+        """A Future of `audio`'s transcript, made in a thread (words ahead)."""
+        transcript: Future = Future()
+        threading.Thread(target=_run, args=(transcript, self.transcriber.transcribe, audio), name="turn-ahead",
+                         daemon=True).start()
+        return transcript
 
     def _start(self, pause: Paused) -> _Pause:
         """Transcribe the speech so far in a thread; judge it (after the transcript, or beside it)."""

@@ -32,6 +32,7 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, star
                 if not words and start_s is not None and session.taker is not None:
                     session.taker.want_words(start_s)
                 return
-            time.sleep(0 if words else 0.1)
+            if not words:
+                time.sleep(0.1)
     except InputError as e:
         log.info("the camera frame cannot be used: %s", e)

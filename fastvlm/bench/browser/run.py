@@ -75,16 +75,14 @@ def app_settings(settings: JourneySettings):
                        live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
 
 
-def speech_models(threads: int, audio_dir: Path, words_ahead_s: float | None = None):
+def speech_models(threads: int, audio_dir: Path, words_ahead_s: float):
     """Whisper tiny.en (offline), Silero VAD and eSpeak NG saying the reference answer's first piece: the
-    engine-only voice journey's chain. `words_ahead_s`: SpeechConfig's (None: its default)."""
+    engine-only voice journey's chain (`words_ahead_s`: SpeechConfig's)."""
     from fastvlm.speech import EspeakSpeaker, SpeechConfig, WhisperTranscriber, silero_vad
     from ui import AppSettings
     from ui.voice import SpeechModels
 
-    config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir)
-    if words_ahead_s is not None:
-        config = replace(config, words_ahead_s=words_ahead_s)
+    config = SpeechConfig(threads=threads, download=False, audio_dir=audio_dir, words_ahead_s=words_ahead_s)
     speaker = media.ReferenceSpeaker(EspeakSpeaker.load(config), first_piece(AppSettings().voice_first_phrase_words)[1])
     return SpeechModels(WhisperTranscriber.load(config), speaker, silero_vad(), config,
                         "Whisper tiny.en · eSpeak NG (bench)")

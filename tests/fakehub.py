@@ -43,7 +43,7 @@ class FakeHub:
         return [p for m, p, _ in self.requests if m == method and "/resolve/" in p]
 
     # -- server ---------------------------------------------------------------
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):

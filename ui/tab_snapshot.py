@@ -97,7 +97,8 @@ def analyse(engine: Backend, session: SnapshotSession, frame: np.ndarray | None,
 
 # -- layout ----------------------------------------------------------------------------------------------------
 def build_snapshot_tab(engine: Backend, settings: AppSettings) -> None:
-    session = gr.State(SnapshotSession(), delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
+    session = gr.State(SnapshotSession(),
+                       delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
     resolution = settings.camera_resolution
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):

@@ -43,7 +43,8 @@ class ApiSettings:
                 raise ValueError(f"trusted proxy {proxy!r} is not an IP address or network (e.g. 127.0.0.1, "
                                  "10.0.0.0/8): fix FASTVLM_TRUSTED_PROXIES / --trusted-proxies") from None
         if self.forwarded_header not in FORWARDED_HEADERS:
-            raise ValueError(f"forwarded header {self.forwarded_header!r} is not one of {', '.join(FORWARDED_HEADERS)}: "
+            raise ValueError(f"forwarded header {self.forwarded_header!r} is not one of "
+                             f"{', '.join(FORWARDED_HEADERS)}: "
                              "name the header your proxy sets (--forwarded-header / FASTVLM_FORWARDED_HEADER)")
         if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1:
             raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes >= 1")

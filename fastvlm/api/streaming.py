@@ -117,7 +117,8 @@ class Gate:
         self._admit()
         wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
         cancel = CancelToken()
-        events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel), self._limiter, self._release, cancel)
+        events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel),
+                              self._limiter, self._release, cancel)
         try:
             await events.start(gone)
         except BaseException:

@@ -117,7 +117,8 @@ def _ratios(cold: dict, raw: dict) -> dict:
 
 
 def _print(report: dict) -> None:
-    print(f"model {report['model']['model']} @ {report['resolution']} · load+warm-up {report['load_and_warm_up_s']:.2f} s")
+    print(f"model {report['model']['model']} @ {report['resolution']} · "
+          f"load+warm-up {report['load_and_warm_up_s']:.2f} s")
     for kind, s in report["summary"].items():
         ttft, dec = s["ttft_s"], s["decode_tokens_per_s"]
         print(f"{kind:>10}: TTFT median {ttft['median'] * 1000:.0f} ms (p90 {ttft['p90'] * 1000:.0f}, min "

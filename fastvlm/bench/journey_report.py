@@ -43,7 +43,8 @@ def timing(values: list[float]) -> dict:
 def stop_summary(stops: list[dict]) -> dict:
     """The `stop` journey: Stop -> idle over all runs, and apart for those aimed mid-encode and mid-prefill."""
     return {**timing([r["to_idle_s"] for r in stops]), "runs": stops,
-            **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at]) for at in ("encode", "prefill")}}
+            **{f"mid_{at}": timing([r["to_idle_s"] for r in stops if r["aimed_at"] == at])
+               for at in ("encode", "prefill")}}
 
 
 def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice: bool = True) -> dict:
@@ -175,9 +176,12 @@ def draw_journeys(report: dict, path: Path) -> Path:
     d.text((10, 26), "seconds: median (bar), p90 (outline), target (red)", fill="black")
     limits = {key: _target(key, report["resolution"], report.get("targets", TARGETS)) for key, _ in rows}
     scale = max([0.5] + [r["p90_s"] for _, r in rows] + [t for t in limits.values() if t is not None]) * 1.1
+
+    def px(seconds: float) -> float:
+        return PAD + (W - PAD - 60) * seconds / scale
+
     for i, (key, r) in enumerate(rows):
         y = 50 + i * ROW
-        px = lambda s: PAD + (W - PAD - 60) * s / scale
         d.text((10, y + 8), key, fill="black")
         d.rectangle((PAD, y + 4, px(r["p90_s"]), y + ROW - 8), outline=(66, 133, 244))
         d.rectangle((PAD, y + 4, px(r["median_s"]), y + ROW - 8), fill=(66, 133, 244))

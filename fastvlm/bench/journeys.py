@@ -51,12 +51,13 @@ class JourneySettings:
     live_max_tokens: int = 48  # ui/settings.py live_max_new_tokens
     voice_runs: int = 5  # spoken questions (bench-voice's QUESTIONS, in turn), each under both end-of-turn rules
     pause_questions: int = 20  # questions with a 0.5 s pause mid-sentence: how many each rule cuts there
-    voice_chunk_s: float = 0.04  # microphone frame the voice journeys feed, as the page's line (AppSettings.voice_chunk_s)
+    voice_chunk_s: float = 0.04  # microphone frame the voice journeys feed, as the page's line
+                                 # (AppSettings.voice_chunk_s)
     voice_preemptive: bool = True  # semantic rule: the answer begun at TurnLikelyEnded (bench-voice --preemptive)
     voice_words_ahead_s: float = SpeechConfig.words_ahead_s  # the question's words heard and prefilled as spoken
 
     @classmethod
-    def quick(cls) -> "JourneySettings":
+    def quick(cls) -> JourneySettings:
         return cls(repeats=2, typing_s=0.3, early_s=0.05, snapshot_s=0.2, live_s=3.0, cadence_s=0.5, max_tokens=8,
                    live_max_tokens=8, voice_runs=1, pause_questions=2)
 
@@ -92,7 +93,8 @@ def _first_token_after(engine, request: Request, t_submit: float, wait: float | 
             ttft = time.perf_counter() - t_submit
         elif isinstance(event, Done):
             stats = event.stats
-    return {"ttft_s": ttft if ttft is not None else time.perf_counter() - t_submit, "end_s": time.perf_counter() - t_submit,
+    return {"ttft_s": ttft if ttft is not None else time.perf_counter() - t_submit,
+            "end_s": time.perf_counter() - t_submit,
             "encode_s": stats.encode_s, "prefill_s": stats.prefill_s, "reused_tokens": stats.reused_tokens,
             "embedding_cached": stats.embedding_cached}
 

@@ -33,7 +33,7 @@ class RunRecord:
     reused_tokens: int
 
     @classmethod
-    def of(cls, kind: str, r: Result) -> "RunRecord":
+    def of(cls, kind: str, r: Result) -> RunRecord:
         s = r.stats
         return cls(kind, s.preprocess_s, s.encode_s, s.prefill_s, s.ttft_s, s.tokens_per_s, s.total_s,
                    s.new_tokens, s.prompt_tokens, s.reused_tokens)
@@ -80,7 +80,8 @@ def timed_runs(engine, images, prompts, *, runs: int, warmup: int, size: int, ma
         if keep:
             records.append(RunRecord.of("cold", first))
         if follow_up:
-            r = engine.answer(Request(img, "Tell me more.", history=(Turn(q, first.text),), options=opts, resolution=size))
+            r = engine.answer(Request(img, "Tell me more.", history=(Turn(q, first.text),), options=opts,
+                                      resolution=size))
             keep and records.append(RunRecord.of("follow_up", r))
         if prepared:
             img2 = fresh(img, 1000 + i)

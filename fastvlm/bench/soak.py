@@ -49,7 +49,8 @@ def soak(engine, images, n: int, size: int, max_tokens: int = 24) -> SoakReport:
             img, turn = last
             engine.answer(Request(img, "And then?", history=(turn,), options=opts, resolution=size))
         elif kind == 3:  # a reader who leaves mid-answer
-            stream = engine.stream(Request(fresh(images[i % len(images)], i), "Describe.", options=opts, resolution=size))
+            stream = engine.stream(Request(fresh(images[i % len(images)], i), "Describe.", options=opts,
+                                           resolution=size))
             for ev in stream:
                 if isinstance(ev, TextDelta):
                     break

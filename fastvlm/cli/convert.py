@@ -18,8 +18,8 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", nargs="?", type=Path,
-                        help="FastVLM checkpoint folder (Apple's llava_qwen2, e.g. apple/FastVLM-0.5B, or transformers' "
-                        "FastVlmForConditionalGeneration)")
+                        help="FastVLM checkpoint folder (Apple's llava_qwen2, e.g. apple/FastVLM-0.5B, or "
+                        "transformers' FastVlmForConditionalGeneration)")
     parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
     parser.add_argument("--quant", nargs="+", type=str.lower, choices=QUANTS, default=["auto"],
                         help="GGUF type(s); the first is written as llm.gguf, others as llm-<quant>.gguf. auto: q8_0 "
@@ -29,13 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write calibrated int8 vision encoders (ONNX Runtime QDQ; "
                         "OpenVINO via NNCF if installed)")
     parser.add_argument("--no-check", action="store_true",
-                        help="skip the parity check (it needs torch + transformers and loads the whole model in float32)")
+                        help="skip the parity check (it needs torch + transformers and loads the whole model "
+                        "in float32)")
     parser.add_argument("--random-init", action="store_true", help="convert a random-weight model of --shape instead")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="0.5b", help="with --random-init: the architecture")
     parser.add_argument("--apple-layout", action="store_true",
                         help="with --random-init: write the random checkpoint in Apple's llava_qwen2 layout (bf16)")
     parser.add_argument("--seed", type=int, default=0, help="with --random-init: the weights' seed")
-    parser.add_argument("--threads", type=int, default=2, help="threads for quantizing, the parity check and calibration")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads for quantizing, the parity check and calibration")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
             t0 = time.perf_counter()
             write = write_apple_checkpoint if args.apple_layout else write_checkpoint
-            ckpt = write(Path(tmp) / f"fastvlm-synth-random-{args.shape}", args.shape, args.seed)  # "synth": the UI warns
+            ckpt = write(Path(tmp) / f"fastvlm-synth-random-{args.shape}",
+                         args.shape, args.seed)  # "synth": the UI warns
             log.info("random %s checkpoint (seed %d) in %.1fs", args.shape, args.seed, time.perf_counter() - t0)
             return _convert(ckpt, args)
     return _convert(args.checkpoint, args)

@@ -52,7 +52,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--n-ctx", type=int, default=4096, help="context length in positions")
     g.add_argument("--vision-runtime", choices=("auto", "onnxruntime", "openvino"),
                    default=env("FASTVLM_VISION_RUNTIME", "auto"),
-                   help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime [FASTVLM_VISION_RUNTIME]")
+                   help="vision encoder runtime; auto: OpenVINO when installed, else ONNX Runtime "
+                        "[FASTVLM_VISION_RUNTIME]")
 
 
 def model_paths(args: argparse.Namespace, download: bool | None = None, report=None, look_only: bool = False):
@@ -74,7 +75,8 @@ def _exact(args: argparse.Namespace) -> bool:
 
 
 def _int8(paths, args: argparse.Namespace):
-    """`--vision int8`: the int8 encoder beside the resolved vision.onnx (fastvlm.engine.vision_runtimes.int8_vision)."""
+    """`--vision int8`: the int8 encoder beside the resolved vision.onnx
+    (fastvlm.engine.vision_runtimes.int8_vision)."""
     from dataclasses import replace
 
     from ..engine.vision_runtimes import int8_vision
@@ -133,7 +135,8 @@ def predict(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"answer": "".join(text), "notices": notices, "sources": engine.config.sources, **asdict(stats),
+        print(json.dumps({"answer": "".join(text), "notices": notices, "sources": engine.config.sources,
+                          **asdict(stats),
                           "tokens_per_s": stats.tokens_per_s, **llama}, indent=2))
     else:
         print(f"\n\nTTFT {stats.ttft_s * 1000:.0f} ms (preprocess {stats.preprocess_s * 1000:.0f}, encode "
@@ -175,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert_cli.add_parity_arguments(p)
     from ..verify.doctor import cli as doctor_cli
 
-    p = sub.add_parser("doctor", help="check the install: CPU, runtimes, model files, known answers (exit 1 on a problem)")
+    p = sub.add_parser("doctor",
+                       help="check the install: CPU, runtimes, model files, known answers (exit 1 on a problem)")
     add_model_arguments(p)
     doctor_cli.add_arguments(p)
     return parser
@@ -237,13 +241,15 @@ def download(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"predict": predict, "download": download, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth, "bench": _bench, "bench-voice": _bench_voice,
+COMMANDS = {"predict": predict, "download": download, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth,
+            "bench": _bench, "bench-voice": _bench_voice,
             "convert": _convert, "parity": _parity, "doctor": _doctor}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
     try:
         return COMMANDS[args.command](args)
     except (ModelFileError, InputError) as e:

@@ -61,7 +61,8 @@ def load(info: TensorInfo) -> np.ndarray:
     dtype = np.dtype(_DTYPES[info.dtype]).newbyteorder("<")
     count = int(np.prod(info.shape, dtype=np.int64))
     if info.end - info.start != count * dtype.itemsize:
-        raise SafetensorsError(f"{info.file}: tensor {info.key} has {info.end - info.start} bytes for shape {info.shape}")
+        raise SafetensorsError(f"{info.file}: tensor {info.key} has {info.end - info.start} bytes "
+                               f"for shape {info.shape}")
     if count == 0:
         return np.zeros(info.shape, dtype)
     data = np.memmap(info.file, dtype=dtype, mode="r", offset=info.start, shape=(count,))

@@ -144,7 +144,8 @@ def _attention(g: GraphBuilder, x: str, name: str, c: int, gamma) -> str:
     """gamma * multi-head self-attention over the H*W positions of LayerNorm2d(x); returns (1, C, H, W)."""
     heads = c // ATTENTION_HEAD_DIM
     t = g.to_tokens(x, c)  # (1, N, C)
-    t = g.op("LayerNormalization", t, g.const(g.weights(name + ".norm.weight")), g.const(g.weights(name + ".norm.bias")),
+    t = g.op("LayerNormalization", t, g.const(g.weights(name + ".norm.weight")),
+             g.const(g.weights(name + ".norm.bias")),
              axis=-1, epsilon=LAYER_NORM_EPS)
     qkv = g.linear(t, name + ".token_mixer.qkv", bias=False)  # (1, N, 3C); qkv_bias=False in FastViT and MCi
     qkv = g.op("Reshape", qkv, g.const([0, -1, 3, heads, ATTENTION_HEAD_DIM], np.int64))

@@ -82,7 +82,8 @@ class EngineConfig:
         if self.threads < 1:
             raise ValueError("threads must be at least 1")
         if self.n_ctx < MIN_N_CTX:
-            raise ValueError(f"n_ctx must be at least {MIN_N_CTX} (the image alone takes {(TRAINED_RESOLUTION // PATCH) ** 2} "
+            raise ValueError(f"n_ctx must be at least {MIN_N_CTX} (the image alone takes "
+                             f"{(TRAINED_RESOLUTION // PATCH) ** 2} "
                              f"positions at {TRAINED_RESOLUTION}, then the prompt and the answer), got {self.n_ctx}: "
                              f"pass --n-ctx {MIN_N_CTX} or more")
         if self.n_batch < 1:

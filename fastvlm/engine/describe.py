@@ -15,7 +15,8 @@ def loaded(engine) -> dict:
         "synthetic": "synth" in name,  # random weights from `fastvlm synth`: answers are gibberish
         "vision": str(engine.config.vision_path),
         "vision_runtime": runtime_words(engine),
-        "vision_precision": precision_words(getattr(engine.vision, "precision", "f32"), asked=engine.config.vision_precision,
+        "vision_precision": precision_words(getattr(engine.vision, "precision", "f32"),
+                                            asked=engine.config.vision_precision,
                                             runtime=getattr(engine.vision, "runtime", "")),
         "llm": str(engine.config.llm_path),
         "resolution": engine.resolution,

@@ -53,7 +53,7 @@ class Engine:
         self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
 
     @classmethod
-    def load(cls, config: EngineConfig, warm_up: bool = True) -> "Engine":
+    def load(cls, config: EngineConfig, warm_up: bool = True) -> Engine:
         """Load both models, check they belong together, and warm them up."""
         from .lm import LlamaLM
         from .vision_runtimes import load_vision
@@ -61,7 +61,8 @@ class Engine:
         lm = LlamaLM.load(config)
         try:
             vision = load_vision(config.vision_path, config.threads, config.vision_runtime, expect_dim=lm.n_embd,
-                                 llm_path=config.llm_path, precision=config.vision_precision, warm_size=config.resolution)
+                                 llm_path=config.llm_path, precision=config.vision_precision,
+                                 warm_size=config.resolution)
         except Exception:
             lm.close()
             raise
@@ -211,7 +212,8 @@ class Engine:
             self._preparing, self._preparing_words = None, ""
             self._lock.release()
 
-    def _embed(self, image, resolution: int | None, cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:
+    def _embed(self, image, resolution: int | None,
+               cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:
         """The image's embeddings from the cache or the encoder; returns (image, preprocess s, encode s or
         None when the embeddings came from the cache)."""
         size = self.check_resolution(resolution)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from collections.abc import Iterable
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from .config import GenerationOptions
 from .prompt import Turn
@@ -90,7 +90,7 @@ class Done:
     stats: Stats
 
 
-Event = Union[TextDelta, FirstToken, Notice, Done]
+Event = TextDelta | FirstToken | Notice | Done
 
 
 @dataclass(frozen=True)

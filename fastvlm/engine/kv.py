@@ -121,7 +121,8 @@ def chunks(parts: Sequence[Part], skip: int, n_batch: int) -> list[Chunk]:
             if isinstance(p, Tokens):
                 out.append(Chunk(pos + a, tokens=p.ids[a:b]))
             else:
-                out.append(Chunk(pos + a, embeddings=p.embeddings[a:b], image_key=p.key, image_offset=a, ends_image=b == n))
+                out.append(Chunk(pos + a, embeddings=p.embeddings[a:b], image_key=p.key, image_offset=a,
+                                 ends_image=b == n))
         pos += n
     return out
 

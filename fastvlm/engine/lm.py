@@ -124,7 +124,7 @@ class LlamaLM:
             log.warning("%s is not one token in this vocabulary: stopping on end-of-text only", IM_END)
 
     @classmethod
-    def load(cls, config: EngineConfig) -> "LlamaLM":
+    def load(cls, config: EngineConfig) -> LlamaLM:
         path = Path(config.llm_path)
         _check_gguf(path)
         logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its C log callback obeys this
@@ -143,7 +143,8 @@ class LlamaLM:
         cparams.n_batch = cparams.n_ubatch = config.n_batch
         cparams.n_seq_max = 1
         cparams.n_threads = cparams.n_threads_batch = config.threads
-        cparams.flash_attn_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO, True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        cparams.flash_attn_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+                                   True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
                                    False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[config.flash_attn]
         if config.kv_f32:
             cparams.type_k = cparams.type_v = llama_cpp.GGML_TYPE_F32
@@ -276,7 +277,8 @@ class LlamaLM:
         self._ll.llama_memory_seq_rm(self._mem, 0, -1, -1)
         data = (ctypes.c_uint8 * len(snap.data)).from_buffer_copy(snap.data)
         if self._ll.llama_state_seq_set_data(self._ctx, data, len(snap.data), 0) == 0:
-            log.warning("a KV snapshot (%d positions) could not be restored: dropped, prefilling instead", len(snap.ids))
+            log.warning("a KV snapshot (%d positions) could not be restored: dropped, prefilling instead",
+                        len(snap.ids))
             self._snapshots.discard(snap)
             self.reset()
             return False

@@ -135,7 +135,7 @@ class OnnxVision:
         self._runs_lock = threading.Lock()
 
     @classmethod
-    def load(cls, path: Path, threads: int, expect_dim: int | None = None, llm_path: Path | None = None) -> "OnnxVision":
+    def load(cls, path: Path, threads: int, expect_dim: int | None = None, llm_path: Path | None = None) -> OnnxVision:
         import onnxruntime as ort
 
         path = Path(path)
@@ -162,7 +162,8 @@ class OnnxVision:
         with self._runs_lock:
             self._runs.add(run)
         try:
-            out = self._session.run(None, {self.spec.input_name: pixels.astype(self.spec.input_dtype, copy=False)}, run)[0]
+            out = self._session.run(None, {self.spec.input_name: pixels.astype(self.spec.input_dtype, copy=False)},
+                                    run)[0]
         except Exception as e:
             if run.terminate:
                 raise EncodeCancelled() from e

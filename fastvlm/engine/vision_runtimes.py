@@ -54,7 +54,7 @@ def load_vision(path: Path, threads: int, runtime: str = "auto", expect_dim: int
     return OnnxVision.load(path, threads, expect_dim=expect_dim, llm_path=llm_path)
 
 
-def _openvino(path, threads, expect_dim, llm_path, precision, warm_size) -> "OpenVinoVision":
+def _openvino(path, threads, expect_dim, llm_path, precision, warm_size) -> OpenVinoVision:
     vision = OpenVinoVision.load(path, threads, expect_dim, llm_path, precision)
     if warm_size is not None:
         vision.warm_up(warm_size)

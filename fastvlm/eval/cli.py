@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from ..engine.config import check_resolution
 from .convert import convert

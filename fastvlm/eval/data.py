@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 TASKS = ("pope", "gqa", "textvqa", "ocrbench")
 

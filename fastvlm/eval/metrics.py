@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 import string
 from collections import defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 # ---- POPE -------------------------------------------------------------------------------------
 

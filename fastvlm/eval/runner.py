@@ -18,7 +18,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 from ..engine.config import GenerationOptions
 from ..engine.events import Request, Result

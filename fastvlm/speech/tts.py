@@ -14,7 +14,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from ..engine.events import InputError
 from .config import SpeechConfig

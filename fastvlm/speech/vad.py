@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, Union
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -55,7 +56,7 @@ class Paused:
     end_s: float  # where this pause began
 
 
-TurnEvent = Union[SpeechOnset, SpeechStarted, Paused, UtteranceEnded]
+TurnEvent = SpeechOnset | SpeechStarted | Paused | UtteranceEnded
 
 
 class VadModel(Protocol):

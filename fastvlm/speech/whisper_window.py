@@ -11,7 +11,8 @@ no-speech rule, on the window it is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -51,7 +51,8 @@ def _kept(name: str, blocks: dict[int, int], layers: int) -> bool:
     return True
 
 
-def apple_tensors(state: dict[str, np.ndarray], manifest: Manifest, final_width: int) -> dict[str, tuple[str, np.ndarray]]:
+def apple_tensors(state: dict[str, np.ndarray], manifest: Manifest,
+                  final_width: int) -> dict[str, tuple[str, np.ndarray]]:
     """Apple key -> (dtype, array) for a model's transformers-named `state`, in the manifest's order."""
     blocks: dict[int, int] = {}
     for m in filter(None, map(_BLOCK.search, state)):
@@ -85,7 +86,8 @@ def apple_config(model, vocab_rows: int, manifest: Manifest) -> dict:
     text, vision = model.config.text_config, model.config.vision_config
     return {
         "architectures": ["LlavaQwen2ForCausalLM"], "model_type": "llava_qwen2",
-        "auto_map": {"AutoConfig": "llava_qwen.LlavaConfig", "AutoModelForCausalLM": "llava_qwen.LlavaQwen2ForCausalLM"},
+        "auto_map": {"AutoConfig": "llava_qwen.LlavaConfig",
+                     "AutoModelForCausalLM": "llava_qwen.LlavaQwen2ForCausalLM"},
         "hidden_size": text.hidden_size, "intermediate_size": text.intermediate_size,
         "num_attention_heads": text.num_attention_heads, "num_key_value_heads": text.num_key_value_heads,
         "num_hidden_layers": text.num_hidden_layers, "vocab_size": vocab_rows,

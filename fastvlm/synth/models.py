@@ -120,7 +120,7 @@ def _llm_tensors(s: Shape, n_vocab: int, rng: np.random.Generator):
     ones = np.ones(s.hidden, dtype=np.float32)
     yield names[T.TOKEN_EMBD] + ".weight", _matrix(rng, n_vocab, s.hidden, s)  # (V, D); tied: also the output head
     for i in range(s.layers):
-        def n(t):
+        def n(t, i=i):
             return names[t].format(bid=i)
 
         yield n(T.ATTN_NORM) + ".weight", ones
@@ -232,7 +232,8 @@ def build_vision(s: Shape, rng: np.random.Generator):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder for vision.onnx and llm.gguf")
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny", help="tiny: for tests; 0.5b: Qwen2-0.5B sizes")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny",
+                        help="tiny: for tests; 0.5b: Qwen2-0.5B sizes")
     parser.add_argument("--seed", type=int, default=0, help="the same seed writes the same bytes")
 
 
@@ -240,7 +241,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     paths = write_models(args.out, args.shape, args.seed)
     mib = [p.stat().st_size / 2**20 for p in (paths.vision, paths.llm)]
-    print(f"wrote {paths.vision} ({mib[0]:.1f} MiB) and {paths.llm} ({mib[1]:.1f} MiB) in {time.perf_counter() - t0:.1f}s")
+    print(f"wrote {paths.vision} ({mib[0]:.1f} MiB) and {paths.llm} ({mib[1]:.1f} MiB) "
+          f"in {time.perf_counter() - t0:.1f}s")
     return 0
 
 

@@ -19,7 +19,8 @@ from fastvlm.bench.browser.serve import CHROMIUM, CHROMIUM_ARGS
 # -- a slowed engine -----------------------------------------------------------------------------------------
 class SlowLM:
     """Wraps the tiny language model: each token sleeps `delay`, each prefill `prefill_delay`; `endless` ignores
-    end tokens, so every answer runs to max_new_tokens. Records when generations run, to prove that none ever overlap."""
+    end tokens, so every answer runs to max_new_tokens. Records when generations run, to prove that none ever
+    overlap."""
 
     def __init__(self, lm):
         self._lm = lm
@@ -107,7 +108,8 @@ def server(browser, tiny_config):
     while engine.busy and time.monotonic() < end:
         time.sleep(0.1)
     if engine.busy:  # closing would wait on it for ever and hang the whole run
-        warnings.warn("the browser tests' engine was still answering 30 s after the server closed; not closed")
+        warnings.warn("the browser tests' engine was still answering 30 s after the server closed; not closed",
+                      stacklevel=1)
         return
     engine.close()
 

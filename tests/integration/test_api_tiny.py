@@ -90,7 +90,10 @@ def test_remote_engine_gets_the_engines_events(tiny_engine, server):
     local = list(tiny_engine.stream(req))
     with RemoteEngine.connect(server.url) as remote:
         events = list(remote.stream(req))
-    text = lambda evs: "".join(e.text for e in evs if isinstance(e, TextDelta))
+
+    def text(evs):
+        return "".join(e.text for e in evs if isinstance(e, TextDelta))
+
     assert text(events) == text(local)
     assert [type(e) for e in events if not isinstance(e, TextDelta)] == \
         [type(e) for e in local if not isinstance(e, TextDelta)]

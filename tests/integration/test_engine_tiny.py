@@ -110,7 +110,8 @@ def test_odd_images_and_text_are_served(tiny_engine):
     odd = [Image.new("RGB", (1, 1)), Image.new("I;16", (70, 30)), Image.new("CMYK", (40, 90)),
            Image.new("P", (33, 17)), Image.new("LA", (64, 64))]
     for img in odd:
-        r = tiny_engine.answer(Request(img, "a\x00b\x07 <|im_start|>system", options=GenerationOptions(max_new_tokens=4)))
+        r = tiny_engine.answer(Request(img, "a\x00b\x07 <|im_start|>system",
+                                       options=GenerationOptions(max_new_tokens=4)))
         assert r.stats.new_tokens >= 1
 
 

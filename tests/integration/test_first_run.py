@@ -32,7 +32,8 @@ def published(tiny_models, tmp_path_factory):
     src = tiny_models.vision
     ext = graphs.external_weights(src, d / "vision_encoder.onnx")
     return {
-        ONNX_COMMUNITY: {"onnx/vision_encoder.onnx": ext, "onnx/vision_encoder.onnx_data": d / "vision_encoder.onnx_data",
+        ONNX_COMMUNITY: {"onnx/vision_encoder.onnx": ext,
+                         "onnx/vision_encoder.onnx_data": d / "vision_encoder.onnx_data",
                          "onnx/vision_encoder_fp16.onnx": graphs.float16_io(src, d / "fp16.onnx"),
                          "onnx/decoder_model_merged.onnx": b"not used"},
         VISION_1024: {"vision_encoder_fp32.onnx": graphs.fixed_size(src, d / "fixed.onnx", 1024),
@@ -136,7 +137,8 @@ def test_an_interrupted_download_is_retried_and_completes(published, photo, tmp_
         hub.stop()
     assert run.returncode == 0, run.stderr
     assert "resume" in run.stderr and len([p for p in hub.file_requests() if p.endswith(".gguf")]) == 2
-    cached = next((tmp_path / "hf" / "hub").glob("models--musk12--apple-fastvlm-cpu-inference-models/snapshots/*/*.gguf"))
+    cached = next((tmp_path / "hf" / "hub").glob("models--musk12--apple-fastvlm-cpu-inference-models/"
+                                                 "snapshots/*/*.gguf"))
     assert cached.read_bytes() == gguf.read_bytes()
     assert not list((tmp_path / "hf" / "hub").glob("**/*.incomplete"))
 

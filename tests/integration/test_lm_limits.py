@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastvlm import EngineConfig, GenerationOptions, Request
+from fastvlm import GenerationOptions, Request
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.kv import Tokens
 from fastvlm.engine.lm import LlamaLM

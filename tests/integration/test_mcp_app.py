@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 import app
-from fastvlm import GenerationOptions, Request
+from fastvlm import Request
 from fastvlm.remote import image_data_url
 from tests.unit.ui.test_ui_app import free_port
 

@@ -42,6 +42,7 @@ def test_q4_0_is_written_by_llama_cpp_and_doctor_gates_it_like_the_others(tiny_m
     assert q4.positions == q8.positions and q4.mean_kl > 5 * q8.mean_kl and q4.top1_agreement < q8.top1_agreement
     for quant, want in (("q8_0", "ok"), ("q4_0", "fail")):
         s = Section("Quantization")
-        checks.quant_check(tmp_path / f"llm-{quant}.gguf", tiny_models.llm, s, compare=lambda *a, **k: found[quant])
+        checks.quant_check(tmp_path / f"llm-{quant}.gguf", tiny_models.llm, s,
+                           compare=lambda *a, quant=quant, **k: found[quant])
         assert s.checks[0].status == want, s.checks[0].detail
         assert f"llm-{quant}.gguf vs llm.gguf" in s.checks[0].detail

@@ -32,7 +32,8 @@ def test_the_key_is_needed_through_the_proxy_and_refusals_are_logged(served):
     with pytest.raises(openai.AuthenticationError):
         client(served, "wrong").models.list()
     spoofed = {"X-Forwarded-For": "127.0.0.1", "X-Real-IP": "127.0.0.1", "Forwarded": "for=127.0.0.1"}
-    assert httpx.post(served.url + "/v1/chat/completions", json={"messages": chat()}, headers=spoofed).status_code == 401
+    assert httpx.post(served.url + "/v1/chat/completions", json={"messages": chat()},
+                      headers=spoofed).status_code == 401
     assert httpx.post(served.url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
     r = client(served).chat.completions.create(model="fastvlm", messages=chat(), max_tokens=8)
     assert r.choices[0].finish_reason in ("stop", "length")

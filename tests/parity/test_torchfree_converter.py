@@ -127,6 +127,7 @@ def test_bf16_gguf_keeps_the_checkpoint_bits(apple_checkpoint, tmp_path):
     tensors = {t.name: t for t in gguf.GGUFReader(out["llm"]).tensors}
     q = tensors["blk.0.attn_q.weight"]
     assert q.tensor_type == gguf.GGMLQuantizationType.BF16
-    want = np.asarray(load(read_header(apple_checkpoint / "model.safetensors")["model.layers.0.self_attn.q_proj.weight"]))
+    q_proj = "model.layers.0.self_attn.q_proj.weight"
+    want = np.asarray(load(read_header(apple_checkpoint / "model.safetensors")[q_proj]))
     assert np.array_equal(np.asarray(q.data).view(np.uint16).reshape(want.shape), want)
     assert tensors["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32

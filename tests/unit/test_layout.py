@@ -99,6 +99,7 @@ def test_the_converter_never_imports_the_random_models_or_the_checks(graph):
 
 def test_every_package_says_what_it_is_and_modules_stay_small():
     files = module_files()
-    silent = [n for n, p in files.items() if p.name == "__init__.py" and not ast.get_docstring(ast.parse(p.read_text()))]
+    silent = [n for n, p in files.items()
+              if p.name == "__init__.py" and not ast.get_docstring(ast.parse(p.read_text()))]
     long = [(n, lines) for n, p in files.items() if (lines := len(p.read_text().splitlines())) > MAX_LINES]
     assert silent == [] and long == []

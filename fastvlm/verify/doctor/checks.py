@@ -144,4 +144,5 @@ def quant_check(quantized: Path, reference: Path, section: Section, threads: int
     ok = q.top1_agreement >= QUANT_TOP1_MIN and q.mean_kl <= QUANT_KL_MAX
     section.add("ok" if ok else "fail", "quantization", f"{q.summary()} (gate: agreement >= {QUANT_TOP1_MIN:.0%}, "
                 f"mean KL <= {QUANT_KL_MAX})",
-                f"this quantization changes many next tokens: use a finer one (convert --quant q8_0) or {reference.name}")
+                "this quantization changes many next tokens: use a finer one (convert --quant q8_0) "
+                f"or {reference.name}")

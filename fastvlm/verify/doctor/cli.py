@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"a BF16 GGUF of the same model to measure the chosen one's quantization against "
                         f"(default: {BF16_NAME} beside the chosen GGUF, real weights only)")
     p.add_argument("--int8-vision", type=Path, metavar="PATH",
-                   help="an int8 vision file (e.g. vision-int8-ov.onnx from convert --int8) to gate against the f32 one")
+                   help="an int8 vision file (e.g. vision-int8-ov.onnx from convert --int8) to gate against "
+                        "the f32 one")
     p.add_argument("--facts-only", action="store_true", help="read the files, run no model")
 
 
@@ -111,7 +112,8 @@ def _model_checks(args, config, synthetic: bool) -> list[Section]:
     try:
         info = engine.describe()
         synthetic = synthetic or info["synthetic"]
-        engine_s.add("ok", "loaded", f"{info['model']}; vision on {info['vision_runtime']}; sizes {info['resolutions']}")
+        engine_s.add("ok", "loaded", f"{info['model']}; vision on {info['vision_runtime']}; "
+                     f"sizes {info['resolutions']}")
         st = checks.answer(engine, checks.images.red_disc(), checks.DESCRIBE, engine.resolution).stats
         engine_s.add("ok", "answer", f"{st.new_tokens} tokens at {engine.resolution}, TTFT {st.ttft_s:.2f} s "
                      f"(encode {st.encode_s:.2f}, prefill {st.prefill_s:.2f}), {st.tokens_per_s:.1f} tok/s")
@@ -137,7 +139,7 @@ def _skipped(args) -> Section:
 def _real_checks(args, engine, loaded: list) -> list[Section]:
     from ...engine.vision import OnnxVision
 
-    answers = Section("Known answers (greedy, at most %d tokens)" % checks.ANSWER_TOKENS)
+    answers = Section(f"Known answers (greedy, at most {checks.ANSWER_TOKENS} tokens)")
     sizes = tuple(dict.fromkeys((engine.resolution, *engine.resolutions())))  # the default first, then 1024, 512
     got = checks.known_answers(engine, answers, sizes)
     checks.distinct_answers(engine, answers, engine.resolution)

@@ -44,7 +44,8 @@ def machine_section(threads: int) -> tuple[Section, dict]:
           else "emulated: the exact f32 / Q8_0 choices are kept")
     if narrow_vectors():
         s.add("warn", "speed", NARROW_DETAIL, NARROW_FIX)  # a warning, so that its fix line is shown; it fails nothing
-    s.add("info", "cores", f"{info['physical_cores']} physical, {info['logical_cores']} logical; {threads} threads used")
+    s.add("info", "cores", f"{info['physical_cores']} physical, {info['logical_cores']} logical; "
+          f"{threads} threads used")
     s.add("info", "memory", f"{info['memory_gib']} GiB; Python {info['python']} on {info['platform']}")
     versions = info["versions"]
     s.add("info", "versions", ", ".join(f"{k} {v}" for k, v in versions.items()))
@@ -136,7 +137,8 @@ def llm_section(path: Path, source: str) -> tuple[Section, GgufFacts | None]:
         s.add("warn", "architecture", f"{g.architecture}; FastVLM's language model is qwen2",
               "use the GGUF that belongs to the vision encoder")
     if g.eos_token not in ("<|im_end|>", "<|endoftext|>"):
-        s.add("warn", "eos", f"{g.eos_token!r}; generation stops at <|im_end|> (looked up by text, so answers still end)")
+        s.add("warn", "eos", f"{g.eos_token!r}; generation stops at <|im_end|> "
+              "(looked up by text, so answers still end)")
     if is_synthetic(g.name):
         s.add("skip", "weights", "synthetic (random weights): answers are gibberish; the known-answer checks skip")
     return s, g

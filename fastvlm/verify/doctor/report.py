@@ -1,4 +1,5 @@
-"""The doctor's report: checks in sections, printed as ✓/✗/!/– lines or written as JSON; failures decide the exit code."""
+"""The doctor's report: checks in sections, printed as ✓/✗/!/– lines or written as JSON; failures decide the exit
+code."""
 
 from __future__ import annotations
 

@@ -146,7 +146,8 @@ def test_stop_reasons_map_to_openai_finish_reasons():
 
 
 @pytest.mark.parametrize("host, loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True),
-                                            ("[::1]", True), ("localhost", True), ("::ffff:127.0.0.1", True), ("0.0.0.0", False),
+                                            ("[::1]", True), ("localhost", True), ("::ffff:127.0.0.1", True),
+                                            ("0.0.0.0", False),
                                             ("::", False), ("192.168.1.5", False), ("", False), (None, False),
                                             ("myhost.lan", False)])
 def test_is_loopback(host, loopback):

@@ -75,7 +75,8 @@ def test_a_client_that_waits_too_long_gets_a_503_with_retry_after():
         assert first == "<1>" * 6
         assert isinstance(second, openai.APIStatusError) and second.status_code == 503
         assert second.response.headers["retry-after"] == "7" and second.body["code"] == "engine_busy"
-        _, busy = run_threads(engine, ask(server, 3, stream=True), lambda: RemoteEngine(server.url).answer(Request(IMG)))
+        _, busy = run_threads(engine, ask(server, 3, stream=True),
+                              lambda: RemoteEngine(server.url).answer(Request(IMG)))
         assert isinstance(busy, Busy)  # the remote engine turns the 503 into the engine's Busy
     assert len(lm.spans) == 2
 

@@ -237,7 +237,8 @@ def test_without_a_key_forwarded_requests_count_as_remote_unless_the_proxy_is_na
         r = httpx.get(server.url + "/v1/models", headers=headers)
         assert r.status_code == (200 if allowed else 403), r.text
         if not allowed:
-            assert error_of(r)["code"] == "remote_client_refused" and "FASTVLM_TRUSTED_PROXIES" in error_of(r)["message"]
+            assert error_of(r)["code"] == "remote_client_refused" and \
+                "FASTVLM_TRUSTED_PROXIES" in error_of(r)["message"]
         assert httpx.get(server.url + "/v1/models").status_code == 200  # direct local clients stay served
 
 

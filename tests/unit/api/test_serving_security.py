@@ -1,6 +1,7 @@
 """The security review of issue #19, one finding at a time (each test failed on the code the review read):
 1 forwarded headers, 2 the page's Gradio endpoints, 3 Host/Origin, 5 message joining, 6 /health paths, error
-mapping, backend key, documented flags, 7 a log line per refusal. (4, pinned weights: tests/unit/weights/test_pins.py.)"""
+mapping, backend key, documented flags, 7 a log line per refusal. (4, pinned weights:
+tests/unit/weights/test_pins.py.)"""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def test_with_page_protection_gradio_client_cannot_call_ask_image(tmp_path):
         assert httpx.get(url + "config").status_code == 401
         client = gradio_client.Client(url, auth=("anyone", KEY), verbose=False)  # the key is the password
         assert "/ask_image" in client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-        with pytest.raises(Exception):
+        with pytest.raises(ValueError, match="Could not login"):  # a refused login, not a dead server
             gradio_client.Client(url, auth=("anyone", "wrong"), verbose=False)
     finally:
         demo.close()

@@ -1,4 +1,5 @@
-"""Torch-free converter pieces: the numpy safetensors reader (bf16), quant names, slow-tokenizer files (Apple's keys: test_apple_manifest)."""
+"""Torch-free converter pieces: the numpy safetensors reader (bf16), quant names, slow-tokenizer files (Apple's keys:
+test_apple_manifest)."""
 
 from __future__ import annotations
 

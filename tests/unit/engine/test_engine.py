@@ -6,7 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from fastvlm import Busy, Done, EngineConfig, FirstToken, GenerationOptions, InputError, Notice, Request, TextDelta, Turn
+from fastvlm import (Busy, Done, EngineConfig, FirstToken, GenerationOptions, InputError, Notice, Request, TextDelta,
+                     Turn)
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.kv import Tokens, identities
 from tests.fakes import EOT, FakeLM, FakeVision

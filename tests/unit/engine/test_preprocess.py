@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -30,7 +30,7 @@ def encode(image: Image.Image, fmt: str, **kwargs) -> bytes:
 # --- parity with transformers' CLIP image processor (PIL backend) ---------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference(size: int):
     transformers = pytest.importorskip("transformers")
     return transformers.CLIPImageProcessorPil(

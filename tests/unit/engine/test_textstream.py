@@ -11,7 +11,7 @@ def test_multibyte_characters_split_across_tokens_come_out_whole():
 
 def test_unfinished_character_at_the_end_is_replaced_not_lost_silently():
     stream = Utf8Stream()
-    assert stream.feed("a".encode() + "🌍".encode()[:2]) == "a"
+    assert stream.feed(b"a" + "🌍".encode()[:2]) == "a"
     assert stream.flush() == "\ufffd"
 
 

@@ -56,7 +56,8 @@ def test_an_answer_streams_into_the_chat_with_a_metrics_line(photo):
     answers = [u[0][-1]["content"] for u in updates]
     assert answers[-1] == "A red square." and all(b.startswith(a) for a, b in itertools.pairwise(answers))
     final_metrics = updates[-1][1]
-    assert "TTFT" in final_metrics and "tok/s" in final_metrics and "14 tokens" in final_metrics  # 13 bytes + the end token
+    assert "TTFT" in final_metrics and "tok/s" in final_metrics and \
+        "14 tokens" in final_metrics  # 13 bytes + the end token
     assert session.history == [Turn("What is it?", "A red square.")]
     assert session.turnstile.active == 0
     assert "A red square." not in final_metrics  # the answer lives in the chat only

@@ -21,7 +21,8 @@ from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn,
 
 RATE = 16_000
 FRAME = np.random.default_rng(0).integers(30, 255, (48, 64, 3), dtype=np.uint8)
-SETTINGS = AppSettings(ui_update_s=0, voice_update_s=0, voice_max_new_tokens=1000, voice_sentence_gap_s=0, voice_echo_margin_s=0.5, voice_keep_audio=2)
+SETTINGS = AppSettings(ui_update_s=0, voice_update_s=0, voice_max_new_tokens=1000, voice_sentence_gap_s=0,
+                       voice_echo_margin_s=0.5, voice_keep_audio=2)
 
 
 class FakeTranscriber:
@@ -179,7 +180,7 @@ def test_the_microphone_is_deaf_while_the_answer_plays(tmp_path):
 
     def talk(seconds):
         events = []
-        for i in range(0, int(seconds * RATE), 4000):  # 0.25 s chunks, the clock moving with them
+        for _ in range(0, int(seconds * RATE), 4000):  # 0.25 s chunks, the clock moving with them
             now[0] += 0.25
             events += listen(session, RATE, voice(0.25), SETTINGS.voice_echo_margin_s, clock=lambda: now[0],
                              settle_s=1.0)

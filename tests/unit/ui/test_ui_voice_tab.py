@@ -362,7 +362,8 @@ def test_the_line_prepares_the_frame_of_the_first_sound_of_speech_before_the_que
     session = VoiceSession(frame=FRAME)
     session.listen(make_models(tmp_path).turn_taker(onsets=True))
     prepared = []
-    session.link = link = VoiceLink(session, SETTINGS, [].append, prepare=lambda s, *_: prepared.append(s.question_frame))
+    session.link = link = VoiceLink(session, SETTINGS, [].append,
+                                    prepare=lambda s, *_: prepared.append(s.question_frame))
     link.hear(pcm(voice(0.04)))  # one window of speech: not yet a question
     session.frame = np.zeros_like(FRAME)  # the camera moves on
     deadline = time.monotonic() + 2

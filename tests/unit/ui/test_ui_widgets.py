@@ -122,7 +122,8 @@ def test_an_unreadable_upload_becomes_a_page_error_that_says_what_to_send(tmp_pa
 
     Image.new("RGB", (8, 8)).save(good)
     assert box.preprocess(ImageData(path=str(good), orig_name="ok.png")) == str(good)
-    assert not list(Path(readable_uploads.__code__.co_filename).parent.glob("*.pyi"))  # no stub files written beside ui/
+    assert not list(Path(readable_uploads.__code__.co_filename).parent.glob("*.pyi"))  # no stub files written
+                                                                                       # beside ui/
 
 
 def test_a_handler_with_nothing_to_show_skips_its_outputs_instead_of_clearing_them():

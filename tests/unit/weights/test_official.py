@@ -43,7 +43,8 @@ def test_two_conversions_at_once_convert_once_and_keep_the_result(monkeypatch, t
     monkeypatch.setattr("fastvlm.convert.build.convert_checkpoint", convert_checkpoint)
     out, said = tmp_path / "converted" / "x", []
     snapshot = tmp_path / "hub" / "models--apple--x" / "snapshots" / "abc"
-    workers = [threading.Thread(target=official._convert, args=(snapshot, out, "f32", 1, said.append)) for _ in range(2)]
+    workers = [threading.Thread(target=official._convert, args=(snapshot, out, "f32", 1, said.append))
+               for _ in range(2)]
     for w in workers:
         w.start()
     for w in workers:

@@ -88,6 +88,8 @@ def model_params(llama_cpp, config: EngineConfig):
     buffer types (AMX tiles, repacked Q4_0/IQ4_NL): where the AMX path crashes, the caller's probe turns it off."""
     params = llama_cpp.llama_model_default_params()
     params.use_extra_bufts = config.extra_buffers
+    params.n_gpu_layers = 0  # the CPU everywhere: llama-cpp-python builds Metal into every macOS install, and its
+    # default (-1) would move every layer there, a path nothing here runs or measures
     return params
 
 

@@ -8,7 +8,6 @@ half-written one (a killed process, a full disk) is never used; the next start c
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from ..engine.events import ModelFileError
 from .hub import Hub
+from .lockfile import exclusive
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Ca
     lock = lock or out.with_name(out.name + ".lock")
     for folder in (out.parent, lock.parent):
         folder.mkdir(parents=True, exist_ok=True)
-    with _exclusive(lock, lambda: say(f"waiting for another conversion into {out}")):
+    with exclusive(lock, lambda: say(f"waiting for another conversion into {out}")):
         if (out / DONE).is_file():
             return
         tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
@@ -104,23 +104,3 @@ def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Ca
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-
-
-@contextlib.contextmanager
-def _exclusive(lock: Path, waiting: Callable[[], None]):
-    """An exclusive lock on the file `lock` (POSIX flock; elsewhere none): `waiting()` is told when it is held."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no flock; conversions then race as before
-        yield
-        return
-    with open(lock, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            waiting()
-            fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)

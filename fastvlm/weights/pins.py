@@ -10,8 +10,6 @@ entry (or the whole lock file) and start again; the next download is then truste
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -19,6 +17,7 @@ import os
 from pathlib import Path
 
 from ..engine.events import ModelFileError
+from .lockfile import exclusive
 from .sources import Candidate
 
 log = logging.getLogger(__name__)
@@ -94,12 +93,6 @@ class Pins:
             tmp.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
             tmp.replace(self.path)
 
-    @contextlib.contextmanager
     def _locked(self):
         """Replicas starting together read-modify-write the same file: one at a time."""
-        with open(self.path.with_name(self.path.name + ".lock"), "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        return exclusive(self.path.with_name(self.path.name + ".lock"))

@@ -16,20 +16,15 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
-import tarfile
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CI
-from tests.installed import skip_missing
+from tests.integration.conftest import compiler
 from tests.unit.amx.test_build_settings import llama_line_settings
 
 OBJDUMP = shutil.which("objdump")
@@ -126,43 +121,6 @@ def test_the_installed_amx_kernel_writes_its_tile_configuration():
 # The same check on llama.cpp's AMX source compiled by each GCC people build with: Debian 12's 12.2 (g++-12),
 # Ubuntu 22.04's 11 (Debian 12 has g++-11 too; .ci/run installs it). Ubuntu 24.04's GCC 13 is not in Debian 12.
 GCCS = ("g++-11", "g++-12")
-CACHE = Path(os.environ.get("FASTVLM_TEST_CACHE", Path.home() / ".cache" / "fastvlm-tests"))
-
-
-def gcc(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        why = f"{name} missing: apt-get install {name}"
-        if CI:
-            pytest.fail(f"CI=true: {why} (.ci/run installs it, so the install is broken)")
-        pytest.skip(why)
-    return path
-
-
-@pytest.fixture(scope="module")
-def llama_source() -> Path:
-    """The installed llama-cpp-python's sdist, unpacked without llama.cpp's models/ and docs/ (pip download once,
-    kept in the test cache)."""
-    version = importlib.metadata.version("llama-cpp-python")
-    out = CACHE / f"llama-cpp-python-{version}-src"
-    if (out / "CMakeLists.txt").is_file():
-        return out
-    with tempfile.TemporaryDirectory() as tmp:
-        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                              f"llama-cpp-python=={version}", "-d", tmp], capture_output=True, text=True, timeout=600)
-        if got.returncode != 0:
-            skip_missing("llama-cpp-python", f"its {version} sdist could not be downloaded: {got.stderr[-300:]}")
-        with tarfile.open(next(Path(tmp).glob("*.tar.gz"))) as tar:
-            part = [m for m in tar.getmembers() if not re.search(r"/vendor/llama\.cpp/(models|docs)/", m.name)]
-            tar.extractall(tmp, members=part, filter="data")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staged = out.with_name(out.name + f".tmp{os.getpid()}")
-        shutil.move(next(p for p in Path(tmp).iterdir() if p.is_dir()), staged)
-        try:
-            staged.rename(out)  # atomic: a parallel session either wins or finds the folder there
-        except OSError:
-            shutil.rmtree(staged, ignore_errors=True)
-    return out
 
 
 def mmq_command(source: Path, build: Path, cxx: str, cxx_flags: str) -> tuple[list[str], str]:
@@ -204,7 +162,7 @@ needs_tools = pytest.mark.skipif(OBJDUMP is None or shutil.which("cmake") is Non
 @pytest.mark.parametrize("name", GCCS)
 def test_each_gcc_writes_the_tile_configuration_with_the_requirements_flags(name, arch, llama_source, tmp_path):
     flags = llama_line_settings()["cmake.define.CMAKE_CXX_FLAGS"]
-    for instructions in compiled_sites(llama_source, tmp_path, gcc(name), flags, arch):
+    for instructions in compiled_sites(llama_source, tmp_path, compiler(name), flags, arch):
         assert missing_stores(instructions) == [], f"{name} {flags} ({arch}):\n" + "\n".join(instructions)
 
 
@@ -212,5 +170,5 @@ def test_each_gcc_writes_the_tile_configuration_with_the_requirements_flags(name
 @pytest.mark.parametrize("name", GCCS)
 def test_without_the_flags_each_gcc_drops_the_stores(name, llama_source, tmp_path):
     """Why requirements.txt names the flags, and that the check sees the miscompile (llama.cpp #20824)."""
-    sites = compiled_sites(llama_source, tmp_path, gcc(name), "")
+    sites = compiled_sites(llama_source, tmp_path, compiler(name), "")
     assert [missing_stores(instructions) for instructions in sites] == [[16, 48]] * len(sites)

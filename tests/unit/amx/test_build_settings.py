@@ -14,21 +14,58 @@ from fastvlm.engine.events import ModelFileError
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def llama_line_settings() -> dict[str, str]:
+PLATFORMS = [("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "arm64"), ("darwin", "x86_64"), ("win32", "AMD64")]
+
+
+def requirement_lines(name: str) -> list:
     from pip._internal.network.session import PipSession
     from pip._internal.req.req_file import parse_requirements
 
-    lines = [r for r in parse_requirements(str(ROOT / "requirements.txt"), session=PipSession())
-             if r.requirement.startswith("llama-cpp-python")]
-    assert len(lines) == 1
-    return lines[0].options["config_settings"]
+    return [r for r in parse_requirements(str(ROOT / "requirements.txt"), session=PipSession())
+            if r.requirement.startswith(name)]
 
 
-def test_requirements_build_llama_cpp_portable_and_amx_safe():
-    s = {k.removeprefix("cmake.define."): v for k, v in llama_line_settings().items()}
+def installed_on(line, platform: str, machine: str) -> bool:
+    from pip._vendor.packaging.requirements import Requirement
+
+    marker = Requirement(line.requirement).marker
+    return marker is None or marker.evaluate({"sys_platform": platform, "platform_machine": machine})
+
+
+def llama_line_settings(platform: str = "linux", machine: str = "x86_64") -> dict[str, str]:
+    """The build settings of the llama-cpp-python line pip installs on `platform` (sys.platform), as pip reads them."""
+    lines = [r for r in requirement_lines("llama-cpp-python") if installed_on(r, platform, machine)]
+    assert len(lines) == 1, f"{len(lines)} llama-cpp-python lines for {platform} {machine}"
+    return lines[0].options.get("config_settings", {})
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_requirements_build_llama_cpp_portable_and_amx_safe_on_linux(machine):
+    s = {k.removeprefix("cmake.define."): v for k, v in llama_line_settings("linux", machine).items()}
     assert (s["GGML_NATIVE"], s["GGML_BACKEND_DL"], s["GGML_CPU_ALL_VARIANTS"]) == ("OFF", "ON", "ON")
     assert s["CMAKE_INSTALL_BINDIR"] == "llama_cpp/lib"  # the variants beside libggml, where the loader looks
     assert {"-fno-dse", "-fno-tree-dse"} <= set(s["CMAKE_CXX_FLAGS"].split())
+
+
+@pytest.mark.parametrize(("platform", "machine"), PLATFORMS)
+def test_every_platform_installs_one_llama_cpp_build(platform, machine):
+    assert llama_line_settings(platform, machine)["cmake.define.LLAMA_BUILD_SERVER"] == "OFF"
+
+
+@pytest.mark.parametrize(("platform", "machine"), [p for p in PLATFORMS if p[0] != "linux"])
+def test_macos_and_windows_build_with_what_their_compilers_take_and_the_cpu_backend_linked_in(platform, machine):
+    """clang (macOS) stops at GCC's -fno-dse ("unknown argument"), and there the loader (llamalib) cannot load
+    run-time CPU variants: a build for the machine itself, as llama-cpp-python makes by default."""
+    s = {k.removeprefix("cmake.define."): v for k, v in llama_line_settings(platform, machine).items()}
+    assert "CMAKE_CXX_FLAGS" not in s and "CMAKE_C_FLAGS" not in s
+    assert s.get("GGML_BACKEND_DL", "OFF") == "OFF" and s.get("GGML_CPU_ALL_VARIANTS", "OFF") == "OFF"
+
+
+def test_openvino_is_asked_for_only_where_it_has_a_wheel():
+    """openvino 2026.x ships no macOS x86-64 wheel (2025.4.1 was the last): an Intel Mac's vision runs on ONNX Runtime,
+    the fallback the engine picks when openvino is not installed."""
+    [line] = requirement_lines("openvino")
+    assert [p for p in PLATFORMS if not installed_on(line, *p)] == [("darwin", "x86_64")]
 
 
 def test_readme_gives_the_same_rebuild_command_as_the_app():

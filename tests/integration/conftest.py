@@ -1,0 +1,58 @@
+"""Fixtures of the integration tests that build llama.cpp's source."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CI
+from tests.installed import skip_missing
+
+CACHE = Path(os.environ.get("FASTVLM_TEST_CACHE", Path.home() / ".cache" / "fastvlm-tests"))
+
+
+@pytest.fixture(scope="session")
+def llama_source() -> Path:
+    """The installed llama-cpp-python's sdist, unpacked without llama.cpp's models/ and docs/ (pip download once,
+    kept in the test cache)."""
+    version = importlib.metadata.version("llama-cpp-python")
+    out = CACHE / f"llama-cpp-python-{version}-src"
+    if (out / "CMakeLists.txt").is_file():
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                              f"llama-cpp-python=={version}", "-d", tmp], capture_output=True, text=True, timeout=600)
+        if got.returncode != 0:
+            skip_missing("llama-cpp-python", f"its {version} sdist could not be downloaded: {got.stderr[-300:]}")
+        with tarfile.open(next(Path(tmp).glob("*.tar.gz"))) as tar:
+            part = [m for m in tar.getmembers() if not re.search(r"/vendor/llama\.cpp/(models|docs)/", m.name)]
+            tar.extractall(tmp, members=part, filter="data")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged = out.with_name(out.name + f".tmp{os.getpid()}")
+        shutil.move(next(p for p in Path(tmp).iterdir() if p.is_dir()), staged)
+        try:
+            staged.rename(out)  # atomic: a parallel session either wins or finds the folder there
+        except OSError:
+            shutil.rmtree(staged, ignore_errors=True)
+    return out
+
+
+def compiler(name: str) -> str:
+    """The path of the compiler `name` (g++-12, clang++...): .ci/run installs each, so under CI a missing one fails."""
+    path = shutil.which(name)
+    if path is None:
+        package = "clang" if name.startswith("clang") else name
+        why = f"{name} missing: apt-get install {package}"
+        if CI:
+            pytest.fail(f"CI=true: {why} (.ci/run installs it, so the install is broken)")
+        pytest.skip(why)
+    return path

@@ -1,9 +1,10 @@
-"""llama.cpp's CPU backend: loaded before the first model, and described.
+"""llama.cpp's CPU backend: loaded before the first model, and described; the model and context parameters.
 
-A portable build (`GGML_BACKEND_DL` + `GGML_CPU_ALL_VARIANTS`, what requirements.txt installs) ships one CPU
-backend per x86 level (`libggml-cpu-haswell.so` ... `libggml-cpu-sapphirerapids.so`) and llama-cpp-python loads
-none of them: `load_cpu_backend` asks ggml to load the best one for this CPU before the first model load. A native
-build (`-march=native`) has its CPU backend linked in: then there is nothing to load.
+A portable build (`GGML_BACKEND_DL` + `GGML_CPU_ALL_VARIANTS`, what requirements.txt installs on Linux x86-64)
+ships one CPU backend per x86 level (`libggml-cpu-haswell.so` ... `libggml-cpu-sapphirerapids.so`) and
+llama-cpp-python loads none of them: `load_cpu_backend` asks ggml to load the best one for this CPU before the first
+model load. A native build (`-march=native`, what it installs elsewhere) has its CPU backend linked in: then there
+is nothing to load.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sysconfig
 import threading
 from pathlib import Path
 
+from .config import EngineConfig
 from .events import ModelFileError
 
 VARIANTS = "libggml-cpu-*.so"
@@ -101,3 +103,30 @@ def import_llama():
 
     load_cpu_backend(llama_cpp)
     return llama_cpp
+
+
+def model_params(llama_cpp, config: EngineConfig):
+    """llama.cpp's model parameters for `config`. `extra_buffers` off keeps the weights out of llama.cpp's extra
+    buffer types (AMX tiles, repacked Q4_0/IQ4_NL): where the AMX path crashes, the caller's probe turns it off."""
+    params = llama_cpp.llama_model_default_params()
+    params.use_extra_bufts = config.extra_buffers
+    params.n_gpu_layers = 0  # the CPU everywhere: llama-cpp-python builds Metal into every macOS install, and its
+    # default (-1) would move every layer there, a path nothing here runs or measures
+    return params
+
+
+def context_params(llama_cpp, config: EngineConfig):
+    """llama.cpp's context parameters for `config`: every op on the CPU (a built-in GPU backend would otherwise take
+    a prefill's large matrix products, `op_offload`)."""
+    cparams = llama_cpp.llama_context_default_params()
+    cparams.n_ctx = config.n_ctx
+    cparams.n_batch = cparams.n_ubatch = config.n_batch
+    cparams.n_seq_max = 1
+    cparams.n_threads = cparams.n_threads_batch = config.threads
+    cparams.flash_attn_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+                               True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+                               False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[config.flash_attn]
+    if config.kv_f32:
+        cparams.type_k = cparams.type_v = llama_cpp.GGML_TYPE_F32
+    cparams.op_offload = cparams.offload_kqv = False
+    return cparams

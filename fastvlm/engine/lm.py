@@ -21,7 +21,7 @@ from .compute import ComputeThread
 from .config import EngineConfig, GenerationOptions
 from .events import ModelFileError, StopReason
 from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, identities
-from .llamalib import cpu_variant, import_llama
+from .llamalib import context_params, cpu_variant, import_llama, model_params
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +83,6 @@ def build_sampler(llama_cpp, vocab_size: int, options: GenerationOptions, seed: 
     return chain
 
 
-def model_params(llama_cpp, config: EngineConfig):
-    """llama.cpp's model parameters for `config`. `extra_buffers` off keeps the weights out of llama.cpp's extra
-    buffer types (AMX tiles, repacked Q4_0/IQ4_NL): where the AMX path crashes, the caller's probe turns it off."""
-    params = llama_cpp.llama_model_default_params()
-    params.use_extra_bufts = config.extra_buffers
-    params.n_gpu_layers = 0  # the CPU everywhere: llama-cpp-python builds Metal into every macOS install, and its
-    # default (-1) would move every layer there, a path nothing here runs or measures
-    return params
-
-
 class LlamaLM:
     """Owns a llama model + context + two reusable batches. Build it with `load()`; `close()` frees it."""
 
@@ -140,17 +130,7 @@ class LlamaLM:
             llama_cpp.llama_model_free(model)
             raise ValueError(f"n_ctx {config.n_ctx} is more than the {trained} positions {path.name} was trained "
                              f"for: pass --n-ctx {trained} or less")
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = config.n_ctx
-        cparams.n_batch = cparams.n_ubatch = config.n_batch
-        cparams.n_seq_max = 1
-        cparams.n_threads = cparams.n_threads_batch = config.threads
-        cparams.flash_attn_type = {None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
-                                   True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-                                   False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED}[config.flash_attn]
-        if config.kv_f32:
-            cparams.type_k = cparams.type_v = llama_cpp.GGML_TYPE_F32
-        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        ctx = llama_cpp.llama_init_from_model(model, context_params(llama_cpp, config))
         if not ctx:
             llama_cpp.llama_model_free(model)
             raise ModelFileError(f"llama.cpp could not create a context for {path} (n_ctx={config.n_ctx}); lower n_ctx")

@@ -1,18 +1,39 @@
-"""The language model's load parameters, on llama-cpp-python's own struct."""
+"""The language model's load and context parameters, on llama-cpp-python's own structs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from fastvlm.engine.config import EngineConfig
-from fastvlm.engine.lm import model_params
+from fastvlm.engine.lm import context_params, model_params
+
+CONFIG = EngineConfig(Path("vision.onnx"), Path("llm.gguf"), threads=3, n_ctx=2048, n_batch=256)
 
 
-def test_every_layer_stays_on_the_cpu():
-    """llama.cpp's default (-1) offloads every layer to a GPU backend where one is built in, as Metal is in every
-    macOS build of llama-cpp-python."""
+@pytest.fixture(scope="module")
+def llama_cpp():
     import llama_cpp
 
+    return llama_cpp
+
+
+def test_every_layer_stays_on_the_cpu(llama_cpp):
+    """llama.cpp's default (-1) offloads every layer to a GPU backend where one is built in, as Metal is in every
+    macOS build of llama-cpp-python."""
     assert llama_cpp.llama_model_default_params().n_gpu_layers != 0  # what the engine must override
-    params = model_params(llama_cpp, EngineConfig(Path("vision.onnx"), Path("llm.gguf")))
-    assert params.n_gpu_layers == 0
+    assert model_params(llama_cpp, CONFIG).n_gpu_layers == 0
+
+
+def test_every_op_stays_on_the_cpu_and_the_context_is_the_configs(llama_cpp):
+    default = llama_cpp.llama_context_default_params()
+    assert default.op_offload and default.offload_kqv  # what the engine must override
+    c = context_params(llama_cpp, CONFIG)
+    assert not c.op_offload and not c.offload_kqv
+    assert (c.n_ctx, c.n_batch, c.n_ubatch, c.n_seq_max, c.n_threads, c.n_threads_batch) == (2048, 256, 256, 1, 3, 3)
+    assert c.type_k == default.type_k  # f16 unless asked
+    exact = context_params(llama_cpp, replace(CONFIG, kv_f32=True, flash_attn=False))
+    assert exact.type_k == exact.type_v == llama_cpp.GGML_TYPE_F32
+    assert exact.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED

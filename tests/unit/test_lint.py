@@ -19,7 +19,8 @@ def ruff(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 def test_the_project_passes_ruff():
     done = ruff(*CHECKED)
-    assert done.returncode == 0, f"ruff found problems (fix them, or `python -m ruff check --fix`):\n{done.stdout}"
+    assert done.returncode == 0, (f"ruff found problems (fix them, or `python -m ruff check --fix`; ruff comes with "
+                                  f"requirements-dev.txt):\n{done.stdout}{done.stderr}")
 
 
 def test_the_rules_are_the_projects(tmp_path):

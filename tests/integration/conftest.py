@@ -56,3 +56,13 @@ def compiler(name: str) -> str:
             pytest.fail(f"CI=true: {why} (.ci/run installs it, so the install is broken)")
         pytest.skip(why)
     return path
+
+
+def configure(source: Path, build: Path, cc: str, cxx: str, settings: dict[str, str],
+              **more: str) -> subprocess.CompletedProcess:
+    """cmake's configure step of llama-cpp-python's `source` with a requirements line's `settings` (pip's
+    `cmake.define.` names), the compilers `cc`/`cxx`, Release (scikit-build's default) and `more` definitions."""
+    defines = {k.removeprefix("cmake.define."): v for k, v in settings.items()}
+    defines.update(CMAKE_C_COMPILER=cc, CMAKE_CXX_COMPILER=cxx, CMAKE_BUILD_TYPE="Release", **more)
+    return subprocess.run(["cmake", "-S", str(source), "-B", str(build), *(f"-D{k}={v}" for k, v in defines.items())],
+                          capture_output=True, text=True, timeout=300, check=False)

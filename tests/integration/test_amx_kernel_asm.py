@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import compiler
+from tests.integration.conftest import compiler, configure
 from tests.unit.amx.test_build_settings import llama_line_settings
 
 OBJDUMP = shutil.which("objdump")
@@ -126,11 +126,8 @@ GCCS = ("g++-11", "g++-12")
 def mmq_command(source: Path, build: Path, cxx: str, cxx_flags: str) -> tuple[list[str], str]:
     """(the compile command of the sapphirerapids CPU variant's amx/mmq.cpp, its folder) as cmake gives it for
     requirements.txt's settings, with `cxx` and CMAKE_CXX_FLAGS=`cxx_flags`."""
-    settings = {k.removeprefix("cmake.define."): v for k, v in llama_line_settings().items()}
-    settings.update(CMAKE_CXX_FLAGS=cxx_flags, CMAKE_CXX_COMPILER=cxx, CMAKE_C_COMPILER=cxx.replace("g++", "gcc"),
-                    CMAKE_BUILD_TYPE="Release", CMAKE_EXPORT_COMPILE_COMMANDS="ON")  # Release: scikit-build's default
-    subprocess.run(["cmake", "-S", str(source), "-B", str(build), *(f"-D{k}={v}" for k, v in settings.items())],
-                   check=True, capture_output=True, text=True, timeout=300)
+    configure(source, build, cxx.replace("g++", "gcc"), cxx, llama_line_settings(), CMAKE_CXX_FLAGS=cxx_flags,
+              CMAKE_EXPORT_COMPILE_COMMANDS="ON").check_returncode()
     entries = json.loads((build / "compile_commands.json").read_text())
     entry = next(e for e in entries if e["file"].endswith("amx/mmq.cpp") and "sapphirerapids" in e["command"])
     return shlex.split(entry["command"]), entry["directory"]

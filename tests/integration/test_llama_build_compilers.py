@@ -7,22 +7,13 @@ do with the build was not run here."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import compiler
+from tests.integration.conftest import compiler, configure
 from tests.unit.amx.test_build_settings import llama_line_settings
 
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake missing (.ci/run installs it)")
-
-
-def configure(source: Path, build: Path, cc: str, cxx: str, settings: dict[str, str]) -> subprocess.CompletedProcess:
-    defines = {k.removeprefix("cmake.define."): v for k, v in settings.items()}
-    defines.update(CMAKE_C_COMPILER=cc, CMAKE_CXX_COMPILER=cxx, CMAKE_BUILD_TYPE="Release")
-    return subprocess.run(["cmake", "-S", str(source), "-B", str(build), *(f"-D{k}={v}" for k, v in defines.items())],
-                          capture_output=True, text=True, timeout=300, check=False)
 
 
 @needs_cmake

@@ -44,33 +44,47 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
 
     router = APIRouter(route_class=route_class(before, settings.retry_after_s, lambda r: judged_client(r, settings)),
                        tags=["fastvlm api"])
-    gate = Gate(engine, settings)
-    started = time.time()
-    max_pixels = images.max_pixels(engine)
+    api = _Endpoints(engine, settings)
+    router.add_api_route("/v1/chat/completions", api.chat_completions, methods=["POST"])
+    router.add_api_route("/v1/prepare", api.prepare, methods=["POST"])
+    router.add_api_route("/predict", api.predict, methods=["POST"])
+    router.add_api_route("/v1/models", api.models, methods=["GET"])
+    router.add_api_route("/v1/models/{model_id}", api.model, methods=["GET"])
+    router.add_api_route("/health", api.health, methods=["GET"])
+    return router
 
-    def continues() -> bool:  # asked each time: a background load's engine may answer differently once loaded
-        return bool(getattr(engine, "continues_answers", False))
 
-    def check_model(model: str | None) -> None:
-        if model not in (None, settings.model_id):
-            raise ApiError(404, f"the model {model!r} does not exist here: use {settings.model_id!r} "
+class _Endpoints:
+    """The handlers, bound to one engine (behind its `Gate`) and the API's settings."""
+
+    def __init__(self, engine, settings: ApiSettings):
+        self.engine, self.settings = engine, settings
+        self.gate = Gate(engine, settings)
+        self.started = time.time()
+        self.max_pixels = images.max_pixels(engine)
+
+    def continues(self) -> bool:  # asked each time: a background load's engine may answer differently once loaded
+        return bool(getattr(self.engine, "continues_answers", False))
+
+    def check_model(self, model: str | None) -> None:
+        if model not in (None, self.settings.model_id):
+            raise ApiError(404, f"the model {model!r} does not exist here: use {self.settings.model_id!r} "
                            "(GET /v1/models lists it)", param="model", code="model_not_found")
 
-    async def decode(url: str, param: str = "image_url"):
-        return await images.decode_image(url, settings, max_pixels, param)  # a 400 before queueing
+    async def decode(self, url: str, param: str = "image_url"):
+        return await images.decode_image(url, self.settings, self.max_pixels, param)  # a 400 before queueing
 
-    @router.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        check_model(body.model)
+    async def chat_completions(self, body: ChatCompletionRequest, request: Request) -> Response:
+        self.check_model(body.model)
         chat = convert.chat_input(body)
-        if chat.answer_so_far and not continues():
+        if chat.answer_so_far and not self.continues():
             raise ApiError(400, "this server's engine cannot go on from an answer so far (it is itself a client of "
                            "another server)", param="continue_final_message", code="unsupported")
-        image = await decode(chat.image_url)
+        image = await self.decode(chat.image_url)
         engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution,
                                        chat.answer_so_far)
-        events = await gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected)
-        completion = Completion(settings.model_id)
+        events = await self.gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected)
+        completion = Completion(self.settings.model_id)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return EngineResponse(sse(events, completion, include_usage), events, "text/event-stream",
@@ -83,14 +97,12 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
             return Response(status_code=499)  # the client left; nobody reads this
         return JSONResponse(completion.message(*result))
 
-    @router.post("/v1/prepare")
-    async def prepare(body: PrepareRequest) -> dict:
+    async def prepare(self, body: PrepareRequest) -> dict:
         """Extension: encode the image and prefill it while the engine is idle (False if it is busy)."""
-        image = await decode(convert.url_of(body.image_url, "image_url"))
-        return {"prepared": await gate.prepare(image, convert.resolution(body.resolution))}
+        image = await self.decode(convert.url_of(body.image_url, "image_url"))
+        return {"prepared": await self.gate.prepare(image, convert.resolution(body.resolution))}
 
-    @router.post("/predict")
-    async def predict(request: Request) -> Response:
+    async def predict(self, request: Request) -> Response:
         """The older CPU pipeline's endpoint: multipart `image` (+ `prompt`, `max_tokens`) -> plain text."""
         async with request.form() as form:
             upload, prompt = form.get("image"), str(form.get("prompt") or "")
@@ -101,32 +113,28 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
             if not max_tokens.isdigit() or int(max_tokens) < 1:
                 raise ApiError(400, "max_tokens must be a positive integer", param="max_tokens")
             data = await upload.read()
-        image = await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)
+        image = await anyio.to_thread.run_sync(preprocess.load_image, data, self.max_pixels)
         req = EngineRequest(image, prompt, options=GenerationOptions(max_new_tokens=int(max_tokens)))
-        events = await gate.open(req, gone=request.is_disconnected)
+        events = await self.gate.open(req, gone=request.is_disconnected)
         return EngineResponse(plain_text(events), events, "text/plain; charset=utf-8", _NO_BUFFERING)
 
-    @router.get("/v1/models")
-    async def models() -> dict:
-        return {"object": "list", "data": [_model_card(settings.model_id, started)]}
+    async def models(self) -> dict:
+        return {"object": "list", "data": [_model_card(self.settings.model_id, self.started)]}
 
-    @router.get("/v1/models/{model_id}")
-    async def model(model_id: str) -> dict:
-        check_model(model_id)
-        return _model_card(model_id, started)
+    async def model(self, model_id: str) -> dict:
+        self.check_model(model_id)
+        return _model_card(model_id, self.started)
 
-    @router.get("/health")
-    async def health() -> dict:
+    async def health(self) -> dict:
         """Liveness, what is loaded (file names, not paths) and whether the engine is answering now."""
-        info = {k: _without_paths(v) for k, v in engine.describe().items()}
+        info = {k: _without_paths(v) for k, v in self.engine.describe().items()}
         for key in ("vision", "llm"):
             if key in info:
                 info[key] = os.path.basename(str(info[key]))
-        extensions = ["prepare", *(["continue_final_message"] if continues() else [])]
-        return {"status": "ok", "model_id": settings.model_id, "engine": info, "extensions": extensions,
-                "state": "busy" if info.get("busy") else "idle", "uptime_s": round(time.time() - started, 1)}
-
-    return router
+        extensions = ["prepare", *(["continue_final_message"] if self.continues() else [])]
+        return {"status": "ok", "model_id": self.settings.model_id, "engine": info, "extensions": extensions,
+                "state": "busy" if info.get("busy") else "idle",
+                "uptime_s": round(time.time() - self.started, 1)}
 
 
 _ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])(?:~|[A-Za-z]:)?[\\/](?:[^\\/\s'\"(),;]+[\\/])*([^\\/\s'\"(),;]*)")

@@ -179,15 +179,7 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     if ended is None:
         raise RuntimeError("the turn taker never heard the end of the question")
     spoken_end = t0 + end_s
-    if early.get("end_s") == ended.end_s:  # the answer begun at the pause is the one to play
-        early["thread"].join()
-        row = early["row"]
-        transcript, answer = row.pop("transcript"), row
-        stt_s = max(0.0, row.pop("heard_at") - t_end)
-    else:
-        transcript = ended.transcript.result() if ended.transcript is not None else transcriber.transcribe(ended.audio)
-        stt_s = time.perf_counter() - t_end
-        answer = _answer(engine, speaker, transcript.text or "What is this?", frame, size, args)
+    transcript, stt_s, answer = _answer_at_end(engine, transcriber, speaker, ended, t_end, early, frame, size, args)
     row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": stt_s, "stt_compute_s": transcript.elapsed_s,
            "early_stt_used": ended.transcript is not None, "ended_by": ended.by,
            "verdict": ended.verdict.reason if ended.verdict else None, "transcript": transcript.text,
@@ -197,6 +189,19 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     row["prepare_s"] = prepared.get("elapsed_s")
     row["words_ahead"] = [{**a, "done_before_end": a.get("done_at", float("inf")) <= t_end} for a in ahead]
     return row
+
+
+def _answer_at_end(engine, transcriber, speaker, ended, t_end: float, early: dict, frame, size, args):
+    """(transcript, s waited for it after the end, the answer's times) for the question `ended`: the answer begun
+    at its pause if there was one, else one made now from the transcript."""
+    if early.get("end_s") == ended.end_s:  # the answer begun at the pause is the one to play
+        early["thread"].join()
+        row = early["row"]
+        transcript = row.pop("transcript")
+        return transcript, max(0.0, row.pop("heard_at") - t_end), row
+    transcript = ended.transcript.result() if ended.transcript is not None else transcriber.transcribe(ended.audio)
+    stt_s = time.perf_counter() - t_end
+    return transcript, stt_s, _answer(engine, speaker, transcript.text or "What is this?", frame, size, args)
 
 
 def _answer_early(engine, speaker, likely, frame, size, args, token, out: dict) -> None:

@@ -59,35 +59,42 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     session.chunks += 1
     session.heard_s += audio.size / RATE
 
-    def ended_at(end_s: float) -> float:  # the end was known only after some silence
-        return now - (session.heard_s - end_s)
-
     for event in events:
-        if isinstance(event, SpeechOnset):  # the frame of the moment the person began (maybe only a cough)
-            session.question_frame = session.frame
-        elif isinstance(event, SpeechStarted):
-            if session.question_frame is None or not d.onsets:
-                session.question_frame = session.frame
-            session.starts += 1
-            taker.over_answer = playing or (session.speech is not None and not session.speech.done)
-            if taker.over_answer:  # with no words, it is over sooner (turn.TurnTaker) and the answer goes on
-                if playing and session.held is None and b is not None and b.hold_s is not None:
-                    session.hold_sound(now)  # it began to sound while the person was already speaking
-                session.question_over_sound()  # a held sound waits for the question's words
-                session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
-            session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
-        elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
-            session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
-        elif isinstance(event, TurnResumed):
-            session.resume(event.end_s)
-        elif isinstance(event, UtteranceEnded):
-            if not session.confirm(event.end_s):
-                session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
-            elif session.push is not None:
-                session.push()  # what is ready of the answer begun at the verdict sounds now
+        _on_event(session, event, playing, now, barge_in)
     if b is not None and b.hold_s is not None and session.link is not None:
         _hold_or_release(session, d, b, playing, now)
     return events
+
+
+def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float, b: BargeIn | None) -> None:
+    """What one turn event does to the session: the question's frame, speech over the answer, asking, confirming."""
+    taker = session.taker
+
+    def ended_at(end_s: float) -> float:  # the end was known only after some silence
+        return now - (session.heard_s - end_s)
+
+    if isinstance(event, SpeechOnset):  # the frame of the moment the person began (maybe only a cough)
+        session.question_frame = session.frame
+    elif isinstance(event, SpeechStarted):
+        if session.question_frame is None or not taker.detector.onsets:
+            session.question_frame = session.frame
+        session.starts += 1
+        taker.over_answer = playing or (session.speech is not None and not session.speech.done)
+        if taker.over_answer:  # with no words, it is over sooner (turn.TurnTaker) and the answer goes on
+            if playing and session.held is None and b is not None and b.hold_s is not None:
+                session.hold_sound(now)  # it began to sound while the person was already speaking
+            session.question_over_sound()  # a held sound waits for the question's words
+            session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
+        session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
+    elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
+        session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
+    elif isinstance(event, TurnResumed):
+        session.resume(event.end_s)
+    elif isinstance(event, UtteranceEnded):
+        if not session.confirm(event.end_s):
+            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
+        elif session.push is not None:
+            session.push()  # what is ready of the answer begun at the verdict sounds now
 
 
 def _hold_or_release(session: VoiceSession, d: TurnDetector, b: BargeIn, playing: bool, now: float) -> None:

@@ -220,6 +220,10 @@ def line_opened(links: VoiceLinks, token: str, failure: str) -> str | None:
 
 
 # -- layout ----------------------------------------------------------------------------------------------------
+_HIDDEN = {"show_progress": "hidden", "api_visibility": "private"}
+_ENGINE = {"concurrency_id": "engine", "concurrency_limit": 1, **_HIDDEN}  # answers: one at a time, app-wide
+
+
 def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, settings: AppSettings,
                     links: VoiceLinks) -> None:
     """The tab; hands-free audio travels over `links` (the page's voice line, served beside the app)."""
@@ -233,10 +237,8 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
         state.close()
 
     session = gr.State(VoiceSession(), delete_callback=forget)
-    starts, questions = gr.State(0), gr.State(0)  # bumped by push to talk: prepare the frame, answer
     ui = _layout(speech.about)
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
-
     rest = {k: outputs[k] for k in ("voice", "speaker", "status", "readout")}  # what speaking the rest updates
 
     def on_answer(state):
@@ -245,34 +247,41 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     def on_speak(state):
         yield from by_component(speak(state, settings), rest)
 
-    hidden = {"show_progress": "hidden", "api_visibility": "private"}
-    engine_group = {"concurrency_id": "engine", "concurrency_limit": 1, **hidden}
-    speak_group = {"concurrency_id": "voice-speak", "concurrency_limit": None, **hidden}
     ui["camera"].stream(remember, [session, ui["camera"]], None, stream_every=settings.frame_every_s,
-                        concurrency_id="frames", concurrency_limit=None, **hidden)
-    status, token = ui["status"], ui["token"]
-    # hands-free: Start opens the camera, issues the line's token, the page opens its microphone and line
-    started = ui["start"].click(lambda state: open_line(links, speech, state, settings.voice_early_stt_ms), session,
-                                [token, status], js=CAMERA_ON_JS, **INSTANT, **hidden)
-    started.then(lambda key, failure: line_opened(links, key, failure), [token, ui["failure"]], status, js=LINE_JS,
-                 **INSTANT, **hidden)
-    started.then(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None,
-                 concurrency_id="voice-check", concurrency_limit=None, **hidden)
-    ui["heard_start"].click(speech_started, session, status, trigger_mode="always_last", **INSTANT, **hidden)
-    line_answer = ui["heard_end"].click(on_answer, session, list(outputs.values()), trigger_mode="always_last",
-                                        **engine_group)
-    # push to talk: a recording, the same turn
-    ptt = ui["ptt"]
-    ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ON_JS, **INSTANT, **hidden)
-    ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **hidden)
-    starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
-                  trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **hidden)
-    ptt_answer = questions.change(on_answer, session, list(outputs.values()), trigger_mode="always_last",
-                                  **engine_group)
+                        concurrency_id="frames", concurrency_limit=None, **_HIDDEN)
+    line_answer = _hands_free(ui, session, links, speech, settings, on_answer, list(outputs.values()))
+    ptt_answer = _push_to_talk(ui, session, engine, settings, on_answer, list(outputs.values()))
     for answering in (line_answer, ptt_answer):  # "multiple": the turn before may still be waiting to end
-        answering.then(on_speak, session, list(rest.values()), trigger_mode="multiple", **speak_group)
-    ui["stop"].click(stop, session, [status, ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
-                     queue=False, **hidden)
+        answering.then(on_speak, session, list(rest.values()), trigger_mode="multiple", concurrency_id="voice-speak",
+                       concurrency_limit=None, **_HIDDEN)
+    ui["stop"].click(stop, session, [ui["status"], ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
+                     queue=False, **_HIDDEN)
+
+
+def _hands_free(ui: dict, session, links: VoiceLinks, speech: SpeechModels, settings: AppSettings, on_answer,
+                outputs: list):
+    """Start opens the camera, issues the line's token, the page opens its microphone and line; the line clicks
+    the hidden buttons when it hears a question start and end. Returns the answering event."""
+    status, token = ui["status"], ui["token"]
+    started = ui["start"].click(lambda state: open_line(links, speech, state, settings.voice_early_stt_ms), session,
+                                [token, status], js=CAMERA_ON_JS, **INSTANT, **_HIDDEN)
+    started.then(lambda key, failure: line_opened(links, key, failure), [token, ui["failure"]], status, js=LINE_JS,
+                 **INSTANT, **_HIDDEN)
+    started.then(lambda state: check_microphone(state, settings.voice_mic_check_s), session, None,
+                 concurrency_id="voice-check", concurrency_limit=None, **_HIDDEN)
+    ui["heard_start"].click(speech_started, session, status, trigger_mode="always_last", **INSTANT, **_HIDDEN)
+    return ui["heard_end"].click(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
+
+
+def _push_to_talk(ui: dict, session, engine: Backend, settings: AppSettings, on_answer, outputs: list):
+    """A recording is the same turn: its start prepares the frame, its stop asks. Returns the answering event."""
+    starts, questions = gr.State(0), gr.State(0)  # bumped by push to talk: prepare the frame, answer
+    ptt, status = ui["ptt"], ui["status"]
+    ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ON_JS, **INSTANT, **_HIDDEN)
+    ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **_HIDDEN)
+    starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
+                  trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **_HIDDEN)
+    return questions.change(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
 
 
 def _layout(about: str) -> dict:

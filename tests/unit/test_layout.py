@@ -1,7 +1,7 @@
 """The layout's rules, read from the imports (every import, lazy and TYPE_CHECKING ones included):
 no circle; fastvlm/ never imports app.py, and ui/ only from the browser bench (it serves the whole app);
 the engine imports no other fastvlm package; the converter never imports the random models or the checks;
-every package says what it is; modules stay small."""
+every package says what it is; modules and functions stay small."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 320  # "about 300"
+MAX_FUNCTION_LINES = 50  # signature, docstring and body
 UI_ALLOWED_IN = ("fastvlm.bench.browser",)  # the browser bench measures the whole app, so it builds it with ui
 
 
@@ -103,3 +104,20 @@ def test_every_package_says_what_it_is_and_modules_stay_small():
               if p.name == "__init__.py" and not ast.get_docstring(ast.parse(p.read_text()))]
     long = [(n, lines) for n, p in files.items() if (lines := len(p.read_text().splitlines())) > MAX_LINES]
     assert silent == [] and long == []
+
+
+def long_functions(source: str) -> list[tuple[str, int]]:
+    """(name, lines) of every function or method in `source` longer than MAX_FUNCTION_LINES."""
+    return [(n.name, lines) for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (lines := n.end_lineno - n.lineno + 1) > MAX_FUNCTION_LINES]
+
+
+def test_functions_stay_small():
+    def body(indent: str) -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+
+    assert long_functions(f"def f():\n{body('    ')}") == [("f", MAX_FUNCTION_LINES + 1)]  # the rule sees them
+    assert long_functions(f"class C:\n    async def g(self):\n{body(' ' * 8)}") == [("g", MAX_FUNCTION_LINES + 1)]
+    long = [(n, f, lines) for n, p in module_files().items() for f, lines in long_functions(p.read_text())]
+    assert long == []

@@ -9,7 +9,7 @@ route they open; `prepare` readies the question's frame and words as it is spoke
 from .capture import capture_head
 from .links import VoiceLinks
 from .prepare import prepare as prepare_frame
-from .session import SpeechModels, VoiceUnavailable
+from .models import SpeechModels, VoiceUnavailable
 from .tab import build_voice_tab
 
 __all__ = ["SpeechModels", "VoiceLinks", "VoiceUnavailable", "build_voice_tab", "capture_head", "prepare_frame"]

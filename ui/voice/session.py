@@ -1,8 +1,8 @@
-"""One person's spoken conversation with the camera, and the speech models everyone shares.
+"""One person's spoken conversation with the camera.
 
 `VoiceSession` (in `gr.State`) holds one person's turn taker (VAD + end-of-turn rule), latest camera frame,
 the question waiting for an answer and what is being spoken; `listening.py` feeds it microphone audio, `turn.py`
-answers its questions, `tab.py` is the layout. `SpeechModels` are loaded once.
+answers its questions, `tab.py` is the layout. The speech models everyone shares are `models.SpeechModels`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from fastvlm.speech import (
-    Speaker,
     Speech,
-    SpeechConfig,
-    SpeechUnavailable,
-    Transcriber,
-    TranscriptJudge,
-    TurnJudge,
     TurnTaker,
-    VadModel,
 )
 
 if TYPE_CHECKING:
@@ -34,70 +27,6 @@ if TYPE_CHECKING:
     from .spoken import SpokenAnswer
 
 log = logging.getLogger(__name__)
-
-
-# -- the shared models ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class VoiceUnavailable:
-    """Speech models could not be loaded; the voice tab shows `reason` and the other tabs work."""
-
-    reason: str
-
-
-class _NoVoice:
-    """Stands in for eSpeak NG when it is missing, so edge-tts still speaks and its failure says both reasons."""
-
-    engine = "none"
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def synthesize(self, text: str) -> Speech:
-        raise SpeechUnavailable(self.reason)
-
-
-@dataclass(frozen=True)
-class SpeechModels:
-    """What every voice session shares: Whisper, the speaker (edge-tts, eSpeak NG offline), Silero VAD and the
-    end-of-turn judge (None: the transcript judge, which needs no model of its own)."""
-
-    transcriber: Transcriber
-    speaker: Speaker
-    vad: VadModel
-    config: SpeechConfig = field(default_factory=SpeechConfig)
-    about: str = ""  # one line for the page: which models hear and speak
-    judge: TurnJudge | None = None
-
-    @classmethod
-    def load(cls, config: SpeechConfig) -> SpeechModels:
-        from fastvlm.speech import (
-            EdgeSpeaker,
-            EspeakSpeaker,
-            FallbackSpeaker,
-            WhisperTranscriber,
-            load_judge,
-            silero_vad,
-        )
-
-        transcriber = WhisperTranscriber.load(config)
-        judge = load_judge(config.turn_judge) if config.end_of_turn == "semantic" else None
-        try:
-            offline: Speaker = EspeakSpeaker.load(config)
-        except SpeechUnavailable as e:
-            log.warning("no offline voice: %s", e)
-            offline = _NoVoice(f"no offline voice: {e}")
-        speaker = FallbackSpeaker(EdgeSpeaker.from_config(config), offline)
-        about = (f"Whisper {config.whisper_model} ({transcriber.source}) · voice {config.tts_voice} (edge-tts), "
-                 f"offline {config.espeak_voice} (eSpeak NG)")
-        return cls(transcriber, speaker, silero_vad(), config, about, judge)
-
-    def turn_taker(self, early_stt_ms: int = 300, rule: str | None = None, likely_events: bool = False,
-                   onsets: bool = False) -> TurnTaker:
-        """A new person's turn taking: `rule` (default `config.end_of_turn`); `early_stt_ms` for the silence rule;
-        `likely_events`: the question is answered at the judge's verdict and heard once its end is confirmed;
-        `onsets`: the question's frame is taken at the first sound of speech (`SpeechOnset`)."""
-        return TurnTaker(self.vad, self.transcriber, self.config, self.judge or TranscriptJudge(), rule, early_stt_ms,
-                         likely_events, onsets)
 
 
 # -- one person's state -----------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
 from .prepare import prepare
-from .session import SpeechModels, TurnTimes, VoiceSession, VoiceUnavailable
+from .models import SpeechModels, VoiceUnavailable
+from .session import TurnTimes, VoiceSession
 from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)

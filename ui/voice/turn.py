@@ -24,7 +24,8 @@ from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcrib
 from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import Partial, follow
-from .session import SpeechModels, TurnTimes, Utterance, VoiceSession
+from .models import SpeechModels
+from .session import TurnTimes, Utterance, VoiceSession
 from .speech_queue import SpeechQueue
 from .spoken import SpokenAnswer
 

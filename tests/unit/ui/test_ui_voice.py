@@ -15,7 +15,8 @@ from fastvlm.speech.tts import Speech
 from tests.fakes import FakeLM, FakeVision
 from ui.settings import AppSettings
 from ui.voice.listening import BargeIn, listen, record
-from ui.voice.session import SpeechModels, VoiceSession
+from ui.voice.models import SpeechModels
+from ui.voice.session import VoiceSession
 from ui.voice.speech_queue import SpeechQueue
 from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn, speak_rest
 

@@ -11,7 +11,8 @@ from tests.unit.ui.test_ui_voice import SETTINGS, FakeSpeaker, FakeTranscriber, 
 from tests.unit.ui.test_ui_voice_tab import FRAME, pcm
 from ui.voice.link import VoiceLink
 from ui.voice.prepare import prepare
-from ui.voice.session import SpeechModels, VoiceSession
+from ui.voice.models import SpeechModels
+from ui.voice.session import VoiceSession
 
 
 def wait_for(condition, timeout_s=5.0) -> bool:

@@ -14,7 +14,8 @@ from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, 
 from ui import create_app
 from ui.voice.link import VoiceLink
 from ui.voice.links import VoiceLinks
-from ui.voice.session import SpeechModels, VoiceSession, VoiceUnavailable
+from ui.voice.models import SpeechModels, VoiceUnavailable
+from ui.voice.session import VoiceSession
 from ui.voice.tab import (
     answer,
     check_microphone,

@@ -220,15 +220,17 @@ class VoiceSession:
         to Gradio's player only when the one before has finished."""
         return self.held_end_s is None and (self.link is not None or now >= self.playing_until)
 
-    def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int) -> tuple[float | None, bool]:
-        """`speech` is sent to play: (seconds since the end of speech if it is the turn's first, sent over the line)."""
+    def play(self, speech: Speech, duration_s: float, now: float, gap_s: float, keep: int,
+             turn: int | None = None) -> tuple[float | None, bool]:
+        """`speech`, of the answer of `turn` (default: the current one), is sent to play: (seconds since the end of
+        speech if it is the turn's first, sent over the line)."""
         first = None if self.first_sound_from is None else now - self.first_sound_from
         if first is not None:
             self.times.first_sound_s, self.first_sound_from = first, None
             log.debug("voice turn %d: %s", self.turn, self.times.timeline())
         if now >= self.playing_until:  # nothing plays: this sentence starts the sound again
             self.sound_from = now
-        streamed = self.link is not None and self.link.say(speech.path, self.turn)
+        streamed = self.link is not None and self.link.say(speech.path, self.turn if turn is None else turn)
         self.playing_until = (max(now, self.playing_until) if streamed else now) + duration_s + gap_s
         if streamed:
             speech.delete()  # the page has its bytes

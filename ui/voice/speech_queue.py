@@ -9,6 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from fastvlm.speech import Speaker, Speech, SpeechUnavailable
@@ -37,7 +38,9 @@ class SpeechQueue:
         if not sentence or not re.search(r"\w", sentence):  # "..." alone has nothing to say
             return
         with self.lock:
-            if not self.closed and not self.finished:
+            if self.closed:  # stopped: kept as unspoken, for an answer that goes on (`SpokenAnswer.going_on`)
+                self.sentences.append(sentence)
+            elif not self.finished:
                 future = self._pool.submit(self._speaker.synthesize, sentence)
                 self._pending.append(future)
                 self.sentences.append(sentence)
@@ -55,6 +58,13 @@ class SpeechQueue:
     @property
     def done(self) -> bool:
         return self.closed or (self.finished and not self._pending)
+
+    def wait(self, timeout: float) -> None:
+        """Until the next sentence is ready, at most `timeout` s, without holding `lock`."""
+        with self.lock:
+            future = self._pending[0] if self._pending else None
+        if future is not None:
+            futures_wait([future], timeout)
 
     def take(self, timeout: float = 0.0) -> Speech | SpeechUnavailable | None:
         """The next sentence's speech (or why it has none) once ready; None while it is not."""

@@ -147,7 +147,7 @@ def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
     turn, queue, before = session.turn, answer.queue, answer.request.answer_so_far
     session.speech, session.answer = queue, answer
     session.push = queue.on_ready = LinePush(session, queue, turn, settings, clock)
-    yield from _due(session, queue, settings, clock)  # what was said before it had a way to the page
+    yield from _due(session, queue, turn, settings, clock)  # what was said before it had a way to the page
     if answer.finished:
         queue.finish()
         return
@@ -160,7 +160,7 @@ def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
             if not before:
                 session.times.ttft_s = part.ttft_s
             yield Answering(replace(part, text=before + part.text))
-            yield from _due(session, queue, settings, clock)
+            yield from _due(session, queue, turn, settings, clock)
     finally:
         parts.close()
         queue.finish()
@@ -194,7 +194,7 @@ def speak_rest(session: VoiceSession, settings: AppSettings, clock: Callable[[],
         if not session.can_send(clock()):  # held until the question's end is confirmed, or still playing
             sleep(0.02 if session.held_end_s is not None else min(session.playing_until - clock(), 0.1))
             continue
-        said = _play_next(session, queue, settings, clock, wait_s=0.1)
+        said = _play_next(session, queue, turn, settings, clock, wait_s=0.1)
         if said is not None:
             yield said
     yield from _told(session)
@@ -212,7 +212,7 @@ class LinePush:
     def __call__(self) -> None:
         session = self.session
         while session.link is not None and session.turn == self.turn:
-            said = _play_next(session, self.queue, self.settings, self.clock)
+            said = _play_next(session, self.queue, self.turn, self.settings, self.clock)
             if said is None:
                 return
             self.told.append(said)
@@ -224,23 +224,28 @@ def _told(session: VoiceSession) -> Iterator[VoiceEvent]:
         yield push.told.popleft()
 
 
-def _due(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock) -> Iterator[VoiceEvent]:
+def _due(session: VoiceSession, queue: SpeechQueue, turn: int, settings: AppSettings,
+         clock) -> Iterator[VoiceEvent]:
     """The sentences that are ready, while nothing is playing."""
     yield from _told(session)
-    while (said := _play_next(session, queue, settings, clock)) is not None:
+    while (said := _play_next(session, queue, turn, settings, clock)) is not None:
         yield said
 
 
-def _play_next(session: VoiceSession, queue: SpeechQueue, settings: AppSettings, clock,
+def _play_next(session: VoiceSession, queue: SpeechQueue, turn: int, settings: AppSettings, clock,
                wait_s: float = 0.0) -> VoiceEvent | None:
-    """The next sentence, played if it is ready within `wait_s` and may be sent now; None if not. Under the
+    """The next sentence of the answer of `turn`, played if it is ready within `wait_s` and may be sent now; None
+    if not. The wait holds no lock (a new question closing the queue is not kept waiting); the play is under the
     queue's lock: the speech thread, the answer and `speak_rest` never play the same one."""
+    if wait_s:
+        queue.wait(wait_s)
     with queue.lock:
-        item = queue.take(timeout=wait_s) if session.can_send(clock()) else None
-        return None if item is None else _said(session, item, settings, clock)
+        item = queue.take() if session.turn == turn and session.can_send(clock()) else None
+        return None if item is None else _said(session, item, turn, settings, clock)
 
 
-def _said(session: VoiceSession, item: Speech | SpeechUnavailable, settings: AppSettings, clock) -> VoiceEvent:
+def _said(session: VoiceSession, item: Speech | SpeechUnavailable, turn: int, settings: AppSettings,
+          clock) -> VoiceEvent:
     if isinstance(item, SpeechUnavailable):
         return Silent(str(item))
     try:
@@ -248,7 +253,8 @@ def _said(session: VoiceSession, item: Speech | SpeechUnavailable, settings: App
     except (OSError, EOFError, wave.Error) as e:
         item.delete()
         return Silent(f"the spoken file could not be read ({e})")
-    first, streamed = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio)
+    first, streamed = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio,
+                                   turn)
     return Said(item, duration, first, streamed)
 
 

@@ -9,10 +9,14 @@ import numpy as np
 
 from fastvlm import EngineConfig
 from fastvlm.engine.engine import Engine
+from fastvlm.engine.events import Request
+from fastvlm.speech import SentenceChunker, SpeechUnavailable
 from tests.fakes import SPECIAL, FakeLM, FakeVision
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import on_line, pcm
 from ui.voice.tab import answer
+from ui.voice.speech_queue import SpeechQueue
+from ui.voice.spoken import SpokenAnswer
 from ui.voice.turn import Answering, answer_turn
 
 SCRIPT = b"One two three four. Five six seven eight. Nine ten eleven. Twelve."
@@ -169,3 +173,22 @@ def test_speech_that_became_a_question_before_its_sound_was_held_holds_it_instea
     assert kinds[:3] == ["pause", "start", "ask"] and "hush" not in kinds, kinds
     updates = list(answer(engine_saying(delay=0.0), models, session, SETTINGS))
     assert "Speaking" in updates[0]["status"] and sent[-1] == {"type": "resume"}
+
+
+class Unvoiced:
+    def synthesize(self, text: str):
+        raise SpeechUnavailable("no voice in this test")
+
+
+def test_a_sentence_completed_after_the_stop_is_said_when_the_answer_goes_on():
+    """The text already on its way when speech stopped the answer completes a sentence after the answer's queue
+    closed: the page shows it (it is in the answer's words), so the answer that goes on says it too."""
+    stopped = SpokenAnswer(Request(np.zeros((8, 8, 3), np.uint8), "q"), SentenceChunker(), SpeechQueue(Unvoiced()))
+    stopped.heard("One two three. Four five")
+    stopped.stop()
+    stopped.queue.close()  # what a question over the answer does (`VoiceSession.interrupt`)
+    stopped.heard(" six. Seven")
+    stopped.settled.set()
+    rest = stopped.going_on(SpeechQueue(Unvoiced()))
+    assert rest.queue.sentences == ["One two three.", "Four five six."]
+    assert rest.request.answer_so_far == "One two three. Four five six. Seven"

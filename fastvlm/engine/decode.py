@@ -4,7 +4,6 @@ stopped (the end of the turn, a stop string, the length limit, the context, a St
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 
@@ -87,7 +86,6 @@ class AnswerIds:
         if hit is not None:
             return list(hit[0])
         for whole, (ids, ends) in reversed(self._lru.items()) if start else ():
-            k = bisect_left(ends, len(text))
-            if whole.startswith(text) and k < len(ends) and ends[k] == len(text):
-                return list(ids[:k + 1])
+            if whole.startswith(text) and len(text) in ends:  # the first id whose text ends there, and exactly
+                return list(ids[:ends.index(len(text)) + 1])
         return None

@@ -181,7 +181,7 @@ class LlamaLM:
             keep = len(snap.ids) if self._restore(snap) else 0
         if logits:
             keep = min(keep, len(wanted) - 1)  # the last position is evaluated again, for its logits
-        self._truncate(keep)
+        keep = self._truncate(keep)
         self._start_work()
         todo = chunks(parts, keep, min(self.n_batch, self._chunk))
         for i, chunk in enumerate(todo):
@@ -192,12 +192,15 @@ class LlamaLM:
                 self._save_snapshot()
         return keep
 
-    def _truncate(self, keep: int) -> None:
+    def _truncate(self, keep: int) -> int:
+        """The KV cache cut to its first `keep` positions; the number kept (0 where llama.cpp refused the cut and
+        the cache was cleared)."""
         if keep < len(self._held):
             if not self._ll.llama_memory_seq_rm(self._mem, 0, keep, -1):
                 self.reset()
-                keep = 0
+                return 0
             del self._held[keep:]
+        return keep
 
     def reset(self) -> None:
         """Forget the KV cache contents (not the snapshots)."""

@@ -66,16 +66,20 @@ class AnswerText:
         self.ids: list[int] = []
         self.pieces: list[str] = []
         self.stopped = False  # a stop string was hit: the ids spell more than the text
-        # per id, the length of the text streamed once it was fed (-1: not known, inside the words before)
+        self.unspelled = False  # a control token (it has no text: `piece` gives b"") is among the ids
+        # per id, the length of the text streamed once it was fed, where the ids up to it spell exactly that text
+        # (-1: they do not, or it is not known: inside the words before, a character or held-back text unfinished)
         self._chars = len(before[0])
         self.ends: list[int] = [*([-1] * (len(before[1]) - 1)), self._chars] if before[1] else []
 
     def feed(self, token: int) -> tuple[str, bool]:
         """(text safe to stream, whether a stop string was hit)."""
         self.ids.append(token)
-        out, hit = self._stops.feed(self._utf8.feed(self._piece(token)))
+        piece = self._piece(token)
+        self.unspelled |= not piece
+        out, hit = self._stops.feed(self._utf8.feed(piece))
         self._out(out, hit)
-        self.ends.append(self._chars)
+        self.ends.append(self._chars if self._utf8.whole and not self._stops.holding else -1)
         return out, hit
 
     def flush(self) -> tuple[str, bool]:
@@ -93,8 +97,9 @@ class AnswerText:
 
     def spelled(self) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
         """(the whole answer's text, the ids that spell it exactly, where each id's text ends), the words before
-        included; None while some of the tokens' text is held back (then the ids say more than the text)."""
-        if self.stopped or not self._utf8.whole or self._stops.holding:
+        included; None while some of the tokens' text is held back, or a control token is among them (then the
+        ids say more than the text; user text that matches it must never be fed as those ids)."""
+        if self.stopped or self.unspelled or not self._utf8.whole or self._stops.holding:
             return None
         return self._before[0] + "".join(self.pieces), self._before[1] + tuple(self.ids), tuple(self.ends)
 

@@ -80,3 +80,36 @@ def test_the_repeat_penalty_counts_the_prompts_tokens(tiny_config):
         assert not set(penalised) & set(ids)  # was [378, 554]: only generated tokens were counted
     finally:
         lm.close()
+
+
+class RefusingCuts:
+    """llama.cpp's functions, but a cut of the KV cache part way is refused (`llama_memory_seq_rm` returns False,
+    as llama.cpp allows for memory that cannot cut part way)."""
+
+    def __init__(self, ll):
+        self._ll = ll
+
+    def __getattr__(self, name):
+        return getattr(self._ll, name)
+
+    def llama_memory_seq_rm(self, *args) -> bool:
+        return False
+
+
+def test_a_refused_cut_of_the_kv_cache_prefills_the_prompt_again_from_its_start(tiny_config):
+    lm = LlamaLM.load(tiny_config)
+    try:
+        prompt = "<|im_start|>user\na picture of a {}<|im_end|>\n<|im_start|>assistant\n"
+        cat, dog = (tuple(lm.tokenize(prompt.format(w), special=True)) for w in ("cat", "dog"))
+        _, expected = first_tokens(lm, prompt.format("dog"), 1.0, n=8)  # the dog prompt, from an empty cache
+        lm.reset()
+        lm.prefill([Tokens(cat)])
+        lm._ll = RefusingCuts(lm._ll)
+        assert lm.prefill([Tokens(dog)]) == 0  # nothing kept (was RuntimeError "internal: chunk at 8, context holds 0")
+        tokens = lm.generate(GenerationOptions(repeat_penalty=1.0))  # as `first_tokens`
+        try:
+            assert [next(tokens) for _ in range(8)] == expected
+        finally:
+            tokens.close()
+    finally:
+        lm.close()

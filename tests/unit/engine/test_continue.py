@@ -4,12 +4,13 @@ speech over an answer turns out to be no question."""
 import numpy as np
 import pytest
 
-from fastvlm import GenerationOptions, Request, TextDelta, Turn
+from fastvlm import EngineConfig, GenerationOptions, Request, TextDelta, Turn
 from fastvlm.engine import plan as planner
 from fastvlm.engine.decode import AnswerIds
+from fastvlm.engine.engine import Engine
 from fastvlm.engine.kv import Image, Tokens
 from fastvlm.engine.textstream import AnswerText
-from tests.fakes import FakeLM
+from tests.fakes import SPECIAL, FakeLM, FakeVision
 from tests.unit.engine.test_engine import IMG, make
 
 
@@ -136,3 +137,49 @@ def test_a_stream_read_only_in_part_goes_on_from_the_ids_the_server_made():
     engine, lm = stopped_after(5)
     list(engine.stream(Request(IMG, "q", answer_so_far="abc")))
     assert "abc" not in lm.tokenized
+
+
+def kept(pieces: dict[int, bytes], stops: tuple[str, ...] = ()) -> tuple[str, AnswerIds]:
+    """An answer made of `pieces`' tokens, in order, kept as the engine keeps it."""
+    text, answers = AnswerText(pieces.__getitem__, stops), AnswerIds()
+    for token in pieces:
+        text.feed(token)
+    text.flush()
+    spelled = text.spelled()
+    if spelled is not None:
+        answers.put(*spelled)
+    return "".join(text.pieces), answers
+
+
+def test_an_answers_start_is_only_where_its_ids_spell_exactly_the_text_streamed():
+    """A token may end inside a character (its last bytes come with the next) or with text held back as the
+    start of a stop string: the ids up to it spell more than was streamed, so a continuation from that text
+    must not be prefilled with them (it would go on from bytes the client never had)."""
+    whole, answers = kept({1: b"a", 2: "b\u4f60".encode()[:3], 3: "\u4f60".encode()[2:] + b"c"})
+    assert whole == "ab\u4f60c" and answers.ids(whole, start=True) == [1, 2, 3]
+    assert answers.ids("ab", start=True) is None and answers.ids("a", start=True) == [1]  # was [1, 2]: "ab" + 2 bytes
+    whole, answers = kept({1: b"a", 2: b".\n", 3: b"x"}, stops=("\n\n",))
+    assert whole == "a.\nx" and answers.ids("a.", start=True) is None  # was [1, 2]: "a." and a held-back "\n"
+
+
+class ScriptedLM(FakeLM):
+    """Says `tokens` (any ids, control ones too), then <|im_end|>."""
+
+    def __init__(self, tokens: list[int]):
+        super().__init__(b"")
+        self.tokens = tokens
+
+    def generate(self, options, seed=0):
+        yield from [*self.tokens, self.end]
+
+
+def test_an_answer_with_a_control_token_in_it_is_never_reused_for_text():
+    """A control token has no text (`piece` gives b""): the answer "h<|im_start|>i" reads "hi", and someone who
+    then asks "hi" must get plain text tokens, never that control token in their question."""
+    lm = ScriptedLM([ord("h"), SPECIAL["<|im_start|>"], ord("i")])
+    engine = Engine(FakeVision(), lm, EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1))
+    assert engine.answer(Request(IMG, "q")).text == "hi"
+    im_start = SPECIAL["<|im_start|>"]
+    template = lm.prefills[-1].count(im_start)
+    engine.answer(Request(IMG, "hi"))
+    assert lm.prefills[-1].count(im_start) == template  # was one more: the question fed as h <|im_start|> i

@@ -46,7 +46,9 @@ class Engine:
         self._lock = threading.Lock()
         self._guard = threading.Lock()
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
+        self._queued = 0  # all requests waiting for the lock, those that let a prepare finish too: none starts then
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
+        self._preparing_size = 0  # and its size (a request for the same image at another size preempts)
         self._preparing_words = ""  # and the words of its question it prefills
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
@@ -106,18 +108,21 @@ class Engine:
 
     # -- single flight --------------------------------------------------------
     @contextmanager
-    def _turn(self, wait: float | None, cancel: CancelToken, image=None):
+    def _turn(self, wait: float | None, cancel: CancelToken, image=None, size: int = 0):
         """Hold the engine; `Busy` after `wait` s. A request cancelled while in line gets in without the engine (it
-        only ends, costing no encode and no prefill). A request for the very image being prepared lets that
-        prefill finish (it would only redo it: a camera frame prepared while the question is spoken)."""
+        only ends, costing no encode and no prefill). A request for the very image (and size) being prepared lets
+        that prefill finish (it would only redo it: a camera frame prepared while the question is spoken)."""
         with self._guard:
-            preempts = image is None or not preprocess.same_source(image, self._preparing)
+            preempts = image is None or not (preprocess.same_source(image, self._preparing)
+                                             and size == self._preparing_size)
             self._waiting += preempts
+            self._queued += 1
         try:
             got = self._acquire(wait, cancel)
         finally:
             with self._guard:
                 self._waiting -= preempts
+                self._queued -= 1
         if not got and not cancel.cancelled:
             raise Busy("the engine is answering another request; try again in a moment")
         try:
@@ -142,7 +147,7 @@ class Engine:
         """The lock for prepare number `mine`, once the prepare running (if any) gave way, within PREPARE_WAIT_S;
         never while an answer holds it or waits, nor once a newer prepare was asked for."""
         def wanted() -> bool:
-            return not self._waiting and self._prepares == mine
+            return not self._queued and self._prepares == mine
 
         deadline = time.monotonic() + PREPARE_WAIT_S
         while wanted():
@@ -161,9 +166,9 @@ class Engine:
         0: raise `Busy` at once). Closing the generator stops decoding and frees the engine; `cancel` also
         stops an encode or prefill in progress (the stream then ends with stop reason "cancelled")."""
         t0 = self._clock()
-        self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
+        size = self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
-        with self._turn(wait, cancel, request.image):
+        with self._turn(wait, cancel, request.image, size):
             if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
                 yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
                 return
@@ -183,9 +188,13 @@ class Engine:
         `words`: the question's first words, heard while it is still spoken (the voice tab): prefilled after the
         image, so its answer only prefills the rest. Such a prepare takes over from one for the same image with
         other words (or none), never from one for another image; one with no words, or the same words, leaves
-        the running one be, and never drops words already prefilled for that image."""
+        the running one be, and never drops words already prefilled for that image. Nothing starts, nor takes
+        over, while a request waits (one about the image being prepared lets that prepare finish)."""
+        size = self.check_resolution(resolution)
         with self._guard:
-            same = preprocess.same_source(image, self._preparing)
+            if self._queued:
+                return False
+            same = preprocess.same_source(image, self._preparing) and size == self._preparing_size
             if same and words in ("", self._preparing_words):
                 return False  # already under way
             if words and self._preparing is not None and not same:
@@ -199,9 +208,9 @@ class Engine:
             return self._preempted() or self._prepares != mine
 
         with self._guard:
-            self._preparing, self._preparing_words = image, words
+            self._preparing, self._preparing_size, self._preparing_words = image, size, words
         try:
-            img, _, _ = self._embed(image, resolution)
+            img, _, _ = self._embed(image, size)
             if stale():
                 return False
             self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize, words), should_stop=stale, logits=False)
@@ -209,7 +218,7 @@ class Engine:
         except Cancelled:
             return False
         finally:
-            self._preparing, self._preparing_words = None, ""
+            self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
             self._lock.release()
 
     def _embed(self, image, resolution: int | None,

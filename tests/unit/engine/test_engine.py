@@ -377,3 +377,28 @@ def test_the_native_flag_is_read_by_c_as_a_bool():
     assert flag.callback(flag.data) is True and flag.is_set
     flag.clear()
     assert flag.callback(flag.data) is False and not flag.is_set
+
+
+def test_a_prepare_for_another_image_never_overtakes_a_question_waiting_for_the_one_being_prepared():
+    """Voice: the question about the frame being prepared waits for that prefill. Someone else's upload prepared
+    meanwhile gives way at once: it neither stops that prefill nor takes the engine before the question."""
+    engine, lm = slow_prefix_engine()
+    worker, prepared = preparing(engine, lm, IMG)
+    answered = {}
+    asking = threading.Thread(target=lambda: answered.update(result=engine.answer(Request(IMG, "q"))))
+    asking.start()
+    time.sleep(0.05)  # in line for the engine, behind the prepare of its own frame
+    assert engine.prepare(255 - IMG) is False
+    for thread in (worker, asking):
+        thread.join(5)
+    assert prepared["ok"] is True and engine.vision.calls == 1  # was: the frame's prefill stopped, the upload
+    assert answered["result"].stats.embedding_cached  # encoded, and (half the time) the question waited for it
+
+
+def test_a_question_about_the_frame_being_prepared_at_another_size_stops_that_prepare():
+    """It could not use that prefill (another size is another encode): it stops the prepare, as another image does."""
+    engine, lm = slow_prefix_engine()  # prepares at 128
+    worker, prepared = preparing(engine, lm, IMG)
+    result = engine.answer(Request(IMG, "q", resolution=64))
+    worker.join(5)
+    assert prepared["ok"] is False and not result.stats.embedding_cached  # was: waited for the 128 px prefill

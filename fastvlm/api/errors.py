@@ -54,18 +54,24 @@ def from_validation(exc: RequestValidationError) -> ApiError:
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return ApiError(400, "the request body is not valid JSON: check quoting and commas", code="json_invalid")
-    first = errors[0] if errors else {}
+    # a limit broken says most (a value that is str | list gets an error for each kind it is not)
+    first = next((e for e in errors if str(e.get("type", "")).endswith("too_long")), errors[0] if errors else {})
     if first.get("type") == "too_long" and tuple(first.get("loc", ())) == ("body", "messages"):
         ctx = first.get("ctx") or {}
         return ApiError(400, f"{ctx.get('actual_length', 'these')} messages are more than the "
                         f"{ctx.get('max_length')} this server accepts: send only the recent turns",
                         param="messages", code="too_many_messages")
-    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    loc = [str(p) for p in first.get("loc", ()) if p != "body" and not _union_member(p)]
     param = ".".join(loc) or None
     message = f"{param}: {first.get('msg', 'invalid value')}" if param else first.get("msg", "invalid request body")
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem(s))"
     return ApiError(422, message, param=param, code="invalid_value")
+
+
+def _union_member(part) -> bool:
+    """A part of an error's location that names which kind of a union was tried ('str', 'list[ContentPart]')."""
+    return isinstance(part, str) and (part in ("str", "int", "float") or "[" in part or part.startswith("constrained"))
 
 
 def to_api_error(exc: Exception, retry_after_s: int) -> ApiError:

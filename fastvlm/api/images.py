@@ -41,10 +41,19 @@ def decode_data_url(url: str, param: str = "image_url") -> bytes:
 
 
 async def fetch(url: str, settings: ApiSettings, param: str = "image_url") -> bytes:
-    """Download an http(s) image (no redirects, at most `max_body_bytes`, `remote_image_timeout_s`)."""
-    limit = settings.max_body_bytes
+    """Download an http(s) image (no redirects, at most `max_body_bytes`, `remote_image_timeout_s` in all)."""
+    limit, timeout = settings.max_body_bytes, settings.remote_image_timeout_s
     try:
-        async with httpx.AsyncClient(timeout=settings.remote_image_timeout_s, follow_redirects=False) as client, \
+        with anyio.fail_after(timeout):  # httpx's timeout is per read: a trickle of bytes would never end
+            return await _download(url, limit, timeout, param)
+    except TimeoutError:
+        raise ApiError(400, f"fetching the image URL took longer than {timeout:g} s: {HINT}", param=param,
+                       code="image_fetch_failed") from None
+
+
+async def _download(url: str, limit: int, timeout: float, param: str) -> bytes:
+    try:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client, \
                 client.stream("GET", url) as resp:
             if resp.status_code != 200:
                 raise ApiError(400, f"fetching the image URL gave HTTP {resp.status_code}", param=param,
@@ -79,7 +88,9 @@ def max_pixels(engine) -> int:
     return getattr(config, "max_image_pixels", preprocess.DEFAULT_MAX_PIXELS)
 
 
-async def decode_image(url: str, settings: ApiSettings, max_pixels: int, param: str = "image_url") -> Image.Image:
-    """The image of a data (or allowed http) URL, decoded off the event loop; a 400 saying what is wrong."""
+async def decode_image(url: str, settings: ApiSettings, max_pixels: int, param: str = "image_url",
+                       limiter: anyio.CapacityLimiter | None = None) -> Image.Image:
+    """The image of a data (or allowed http) URL, decoded off the event loop (in one of `limiter`'s threads);
+    a 400 saying what is wrong."""
     data = await image_bytes(url, settings, param)
-    return await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels)
+    return await anyio.to_thread.run_sync(preprocess.load_image, data, max_pixels, limiter=limiter)

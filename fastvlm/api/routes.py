@@ -28,6 +28,7 @@ from .settings import ApiSettings
 from .streaming import EngineResponse, Gate, collect, plain_text, sse
 
 _NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_POSITIVE = re.compile(r"0*[1-9][0-9]{0,8}")  # ASCII digits only (str.isdigit takes "²"), at most 999,999,999
 
 
 def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIRouter:
@@ -72,7 +73,9 @@ class _Endpoints:
                            "(GET /v1/models lists it)", param="model", code="model_not_found")
 
     async def decode(self, url: str, param: str = "image_url"):
-        return await images.decode_image(url, self.settings, self.max_pixels, param)  # a 400 before queueing
+        """A 400 before queueing; a 503 before decoding when the queue is full (decoding can take GBs)."""
+        self.gate.check_room()
+        return await images.decode_image(url, self.settings, self.max_pixels, param, self.gate.decoding)
 
     async def chat_completions(self, body: ChatCompletionRequest, request: Request) -> Response:
         self.check_model(body.model)
@@ -110,10 +113,12 @@ class _Endpoints:
                 raise ApiError(400, "send the image as the multipart file field 'image' (curl -F image=@photo.jpg)",
                                param="image", code="image_required")
             max_tokens = str(form.get("max_tokens") or GenerationOptions.max_new_tokens)
-            if not max_tokens.isdigit() or int(max_tokens) < 1:
+            if not _POSITIVE.fullmatch(max_tokens):
                 raise ApiError(400, "max_tokens must be a positive integer", param="max_tokens")
             data = await upload.read()
-        image = await anyio.to_thread.run_sync(preprocess.load_image, data, self.max_pixels)
+        self.gate.check_room()
+        image = await anyio.to_thread.run_sync(preprocess.load_image, data, self.max_pixels,
+                                               limiter=self.gate.decoding)
         req = EngineRequest(image, prompt, options=GenerationOptions(max_new_tokens=int(max_tokens)))
         events = await self.gate.open(req, gone=request.is_disconnected)
         return EngineResponse(plain_text(events), events, "text/plain; charset=utf-8", _NO_BUFFERING)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import asdict
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,6 +16,10 @@ from ..engine.plan import MAX_TURNS
 # messages one request may hold: every turn the engine accepts (MAX_TURNS, two messages each, and the question),
 # with room for system messages and split runs; validation stops at the first message beyond it (a 400)
 MAX_MESSAGES = 4 * MAX_TURNS
+MAX_PARTS = 64  # content parts in one message (text and images)
+MAX_STOP = 4  # stop strings, OpenAI's limit: each is looked for after every token, while the engine is held
+MAX_STOP_CHARS = 64
+StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
 
 FinishReason = Literal["stop", "length"]
 _FINISH: dict[str, FinishReason] = {"end_of_turn": "stop", "end_of_text": "stop", "stop_string": "stop",
@@ -39,7 +43,7 @@ class ContentPart(_Lenient):
 
 class Message(_Lenient):
     role: str
-    content: str | list[ContentPart] | None = None
+    content: str | Annotated[list[ContentPart], Field(max_length=MAX_PARTS)] | None = None
 
 
 class StreamOptions(_Lenient):
@@ -56,7 +60,7 @@ class ChatCompletionRequest(_Lenient):
     top_k: int | None = Field(None, ge=0)  # extension (llama.cpp's)
     repeat_penalty: float | None = Field(None, gt=0)  # extension (llama.cpp's)
     seed: int | None = None
-    stop: str | list[str] | None = None
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP)] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1)

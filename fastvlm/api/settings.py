@@ -27,6 +27,9 @@ class ApiSettings:
     allowed_hosts: tuple[str, ...] = ()
     queue_wait_s: float = 30.0  # how long a request waits for the busy engine before a 503
     max_waiting: int = 4  # requests allowed to wait behind the running one; more get a 503 at once
+    # images decoded at once (the rest wait their turn): a small compressed file can take ~1.6 GB while it is
+    # decoded (a 64-megapixel 16-bit PNG, the largest `max_image_pixels` lets through)
+    max_decoding: int = 2
     retry_after_s: int = 5  # the `Retry-After` header of a 503
     max_body_bytes: int = 20 * 1024 * 1024  # larger request bodies get a 413
     model_id: str = "fastvlm"  # the id `/v1/models` lists and `model` must name (absent `model` is accepted)
@@ -46,5 +49,5 @@ class ApiSettings:
             raise ValueError(f"forwarded header {self.forwarded_header!r} is not one of "
                              f"{', '.join(FORWARDED_HEADERS)}: "
                              "name the header your proxy sets (--forwarded-header / FASTVLM_FORWARDED_HEADER)")
-        if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1:
-            raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes >= 1")
+        if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1 or self.max_decoding < 1:
+            raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes and max_decoding >= 1")

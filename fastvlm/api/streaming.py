@@ -98,12 +98,17 @@ class Gate:
     def __init__(self, engine, settings: ApiSettings):
         self.engine, self.settings = engine, settings
         self._limiter = anyio.CapacityLimiter(settings.max_waiting + 1)
+        self.decoding = anyio.CapacityLimiter(settings.max_decoding)  # the threads that decode images
         self._admitted = 0  # changed only on the event loop, so check-and-increment is atomic
 
-    def _admit(self) -> None:
+    def check_room(self) -> None:
+        """A 503 now if a request would not be admitted (before its image is decoded, which costs memory)."""
         if self._admitted > self.settings.max_waiting:
             raise busy_error(f"{self._admitted} requests are already running or waiting: try again shortly",
                              self.settings.retry_after_s)
+
+    def _admit(self) -> None:
+        self.check_room()
         self._admitted += 1
 
     def _release(self) -> None:

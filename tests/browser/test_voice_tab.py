@@ -67,9 +67,11 @@ def voice_server(tiny_config, tmp_path_factory):
     engine.close()
 
 
-def open_voice_tab(chromium, url):
+def open_voice_tab(chromium, url, init_script: str | None = None):
     """A new person on the app's Voice + camera tab (camera and microphone allowed): (context, page)."""
     context = chromium.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
+    if init_script:
+        context.add_init_script(init_script)
     page = context.new_page()
     page.set_default_timeout(15_000)
     page.goto(url)
@@ -110,6 +112,33 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         # a sentence longer than half a second comes in parts that play on from each other with no gap
         assert line["parts"] >= 1 and line["late"] == 0, line
         screenshot(page, "voice-tab")
+    finally:
+        context.close()
+
+
+# every microphone stream the page opens is kept, and the audio worklet the line needs cannot be made
+NO_WORKLET = """
+window.__fvStreams = [];
+const openMedia = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+navigator.mediaDevices.getUserMedia = async (c) => {
+  const s = await openMedia(c);
+  window.__fvStreams.push(s);
+  return s;
+};
+window.AudioWorkletNode = function () { throw new Error('no audio worklet in this browser'); };
+"""
+
+
+def test_a_line_that_fails_half_way_says_why_and_lets_go_of_the_microphone(voice_browser, voice_server):
+    context, page = open_voice_tab(voice_browser, voice_server, NO_WORKLET)
+    try:
+        page.locator("#voice-start").click()
+        assert "no audio worklet in this browser" in wait_toast(page, "could not be opened")
+        wait_until(lambda: "Press Start" in page.locator("#voice-status").inner_text(), 10, what="ready again")
+        mic = page.evaluate("() => window.__fvStreams.flatMap((s) => s.getAudioTracks()).map((t) => t.readyState)")
+        line = page.evaluate("() => window.__fvLink")
+        assert mic and set(mic) == {"ended"}, mic  # was "live": the microphone stayed open
+        assert line["state"] == "off" and line["closed"] is not None, line  # and the line's socket too
     finally:
         context.close()
 

@@ -127,23 +127,30 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
   async function start(token) {
     stop();
     const stream = await navigator.mediaDevices.getUserMedia({audio: CONFIG.constraints});
-    const capture = new AudioContext({sampleRate: 16000}), player = new AudioContext();
-    const L = {stream, capture, player, ws: null, hushed: 0, endsAt: -Infinity, sentence: 0, sources: new Set(),
-               decoding: Promise.resolve()};
+    const L = {stream, capture: null, player: null, ws: null, hushed: 0, endsAt: -Infinity, sentence: 0,
+               sources: new Set(), decoding: Promise.resolve()};
     line = L;
-    try {
-      const code = URL.createObjectURL(new Blob([WORKLET], {type: 'application/javascript'}));
-      await capture.audioWorklet.addModule(code);
-      URL.revokeObjectURL(code);
-      const url = new URL(CONFIG.path, document.baseURI);  // the token goes in the hello, not the URL
-      url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
-      L.ws = new WebSocket(url);
-      L.ws.binaryType = 'arraybuffer';
-      await opened(L.ws);
+    try {  // whatever fails on the way (an audio context, the worklet, the line) closes all it opened
+      await connect(L, token);
     } catch (e) {
-      stop();
+      if (line === L) stop();
       throw e;
     }
+    S.state = 'on';
+    S.rate = L.capture.sampleRate;
+  }
+
+  async function connect(L, token) {  // the microphone's stream to the server, the server's sound to the speaker
+    const capture = L.capture = new AudioContext({sampleRate: 16000});
+    L.player = new AudioContext();
+    const code = URL.createObjectURL(new Blob([WORKLET], {type: 'application/javascript'}));
+    await capture.audioWorklet.addModule(code);
+    URL.revokeObjectURL(code);
+    const url = new URL(CONFIG.path, document.baseURI);  // the token goes in the hello, not the URL
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    L.ws = new WebSocket(url);
+    L.ws.binaryType = 'arraybuffer';
+    await opened(L.ws);
     L.ws.onmessage = (e) => receive(L, e.data);
     L.ws.onclose = (e) => { S.closed = {code: e.code, reason: e.reason}; if (line === L) stop(); };
     L.ws.send(JSON.stringify({type: 'hello', token, rate: capture.sampleRate}));
@@ -152,10 +159,8 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     node.port.onmessage = (e) => send(L, e.data);
     const mute = capture.createGain();  // the worklet is pulled by the destination; nothing is heard
     mute.gain.value = 0;
-    capture.createMediaStreamSource(stream).connect(node);
+    capture.createMediaStreamSource(L.stream).connect(node);
     node.connect(mute).connect(capture.destination);
-    S.state = 'on';
-    S.rate = capture.sampleRate;
   }
 
   function stop() {
@@ -163,11 +168,10 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     line = null;
     if (!L) return;
     S.state = 'off';
-    hush(L, Infinity);
+    if (L.player) hush(L, Infinity);
     if (L.ws && L.ws.readyState <= WebSocket.OPEN) L.ws.close(1000);
     L.stream.getTracks().forEach((t) => t.stop());
-    L.capture.close();
-    L.player.close();
+    for (const context of [L.capture, L.player]) if (context) context.close();
   }
 
   window.fastvlmVoice = {start, stop};

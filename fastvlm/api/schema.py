@@ -55,10 +55,10 @@ class ChatCompletionRequest(_Lenient):
     messages: list[Message] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)  # OpenAI's newer name; wins over max_tokens
-    temperature: float | None = Field(None, ge=0)  # absent: the engine's default (greedy), not OpenAI's 1.0
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)  # absent: the engine's default (greedy)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=0)  # extension (llama.cpp's)
-    repeat_penalty: float | None = Field(None, gt=0)  # extension (llama.cpp's)
+    repeat_penalty: float | None = Field(None, gt=0, allow_inf_nan=False)  # extension (llama.cpp's)
     seed: int | None = None
     stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP)] | None = None
     stream: bool = False

@@ -132,3 +132,11 @@ def test_a_remote_image_that_trickles_in_is_given_up_after_the_time_limit_in_all
     with pytest.raises(ApiError, match="longer than 1 s"):
         asyncio.run(images.fetch(f"http://127.0.0.1:{trickling_server()}/photo.png", settings))
     assert time.monotonic() - t < 3  # was 10 s: httpx's timeout is per read
+
+
+@pytest.mark.parametrize("field", ["temperature", "repeat_penalty"])
+def test_an_infinite_sampling_setting_is_refused(hello, field):
+    body = '{"messages": [{"role": "user", "content": "hi"}], "' + field + '": Infinity}'  # Python's json reads it
+    r = httpx.post(hello.url + "/v1/chat/completions", content=body, headers={"Content-Type": "application/json"},
+                   timeout=10)
+    assert r.status_code == 422 and r.json()["error"]["param"] == field, r.text

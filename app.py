@@ -121,7 +121,17 @@ def load_speech(args: argparse.Namespace):
     return speech
 
 
-def api_routes(engine, args: argparse.Namespace) -> list:
+def served_routes(engine, args: argparse.Namespace) -> tuple[list, object | None]:
+    """The API's and the MCP tools' routes, and the MCP server (None: not served); both wait in one queue, so
+    `max_waiting` is the number of requests waiting in all."""
+    from fastvlm.api import Gate
+
+    gate = Gate(engine, _api_settings(args))
+    mcp = mcp_server(engine, args, gate)
+    return api_routes(engine, args, gate) + (mcp.routes if mcp else []), mcp
+
+
+def api_routes(engine, args: argparse.Namespace, gate=None) -> list:
     """The OpenAI-compatible API's routes. Off-loopback without a key (a Space, a LAN) the API stays off
     and the UI is served alone, unless --allow-unauthenticated-remote."""
     if args.no_api:
@@ -129,10 +139,10 @@ def api_routes(engine, args: argparse.Namespace) -> list:
     from fastvlm.api import build_router
 
     settings = _bound_api_settings(args, "the API")
-    return build_router(engine, settings, args.host).routes if settings else []
+    return build_router(engine, settings, args.host, gate).routes if settings else []
 
 
-def mcp_server(engine, args: argparse.Namespace):
+def mcp_server(engine, args: argparse.Namespace, gate=None):
     """The MCP tools at /mcp (`fastvlm.mcp.server.McpServer`), or None: with --no-mcp, and off-loopback
     without an API key (the API's rule: the tools answer the same questions)."""
     if not args.mcp:
@@ -143,7 +153,7 @@ def mcp_server(engine, args: argparse.Namespace):
     if settings is None:
         return None
     log.info("MCP tools (streamable HTTP) at http://%s:%d%s", args.host, args.port, PATH)
-    return McpServer(engine, settings, host=args.host)
+    return McpServer(engine, settings, host=args.host, gate=gate)
 
 
 def _bound_api_settings(args: argparse.Namespace, what: str):
@@ -241,8 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
-        mcp = mcp_server(engine, args)
-        routes = api_routes(engine, args) + (mcp.routes if mcp else [])
+        routes, mcp = served_routes(engine, args)
         from fastvlm.api import is_loopback
         from ui import create_app, launch
 

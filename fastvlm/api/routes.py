@@ -31,9 +31,10 @@ _NO_BUFFERING = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _POSITIVE = re.compile(r"0*[1-9][0-9]{0,8}")  # ASCII digits only (str.isdigit takes "²"), at most 999,999,999
 
 
-def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIRouter:
+def build_router(engine, settings: ApiSettings, host: str | None = None, gate: Gate | None = None) -> APIRouter:
     """All endpoints, bound to `engine` (an `Engine`, or anything with its `stream`/`prepare`/`describe`).
-    `host`: the address the server listens on; on loopback, Host/Origin must name this machine (`check_host`)."""
+    `host`: the address the server listens on; on loopback, Host/Origin must name this machine (`check_host`).
+    `gate`: the queue to share with other ways in (the MCP tools), so `max_waiting` counts them all."""
     local = is_loopback(host)
 
     async def before(request: Request, path: str) -> None:
@@ -45,7 +46,7 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
 
     router = APIRouter(route_class=route_class(before, settings.retry_after_s, lambda r: judged_client(r, settings)),
                        tags=["fastvlm api"])
-    api = _Endpoints(engine, settings)
+    api = _Endpoints(engine, settings, gate or Gate(engine, settings))
     router.add_api_route("/v1/chat/completions", api.chat_completions, methods=["POST"])
     router.add_api_route("/v1/prepare", api.prepare, methods=["POST"])
     router.add_api_route("/predict", api.predict, methods=["POST"])
@@ -58,9 +59,8 @@ def build_router(engine, settings: ApiSettings, host: str | None = None) -> APIR
 class _Endpoints:
     """The handlers, bound to one engine (behind its `Gate`) and the API's settings."""
 
-    def __init__(self, engine, settings: ApiSettings):
-        self.engine, self.settings = engine, settings
-        self.gate = Gate(engine, settings)
+    def __init__(self, engine, settings: ApiSettings, gate: Gate):
+        self.engine, self.settings, self.gate = engine, settings, gate
         self.started = time.time()
         self.max_pixels = images.max_pixels(engine)
 

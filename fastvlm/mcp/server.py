@@ -90,9 +90,11 @@ class McpServer:
     demo.launch(app_kwargs={"routes": server.routes, "lifespan": server.lifespan})
     """
 
-    def __init__(self, engine, api: ApiSettings, settings: McpSettings | None = None, *, host: str | None):
+    def __init__(self, engine, api: ApiSettings, settings: McpSettings | None = None, *, host: str | None,
+                 gate: Gate | None = None):
+        """`gate`: the queue shared with the HTTP API (`build_router`), so `max_waiting` counts both."""
         self.engine, self.api, self.settings = engine, api, settings or McpSettings()
-        self._gate = Gate(engine, api)
+        self._gate = gate or Gate(engine, api)
         self._images = replace(api, allow_remote_image_urls=False)  # never fetch a URL on a tool call's behalf
         self._manager = StreamableHTTPSessionManager(self._build(), json_response=True, stateless=True,
                                                      security_settings=_dns_rebinding(host, api.allowed_hosts),

@@ -9,6 +9,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+from fastapi.routing import APIRoute
 from PIL import Image
 
 import app
@@ -34,13 +35,15 @@ def png(seed: int) -> bytes:
 def served(tiny_engine):
     """The app as `python app.py --api-key KEY` serves it (MCP is on by default): the base URL."""
     args = app.build_parser().parse_args(["--host", "127.0.0.1", "--api-key", KEY])
-    mcp = app.mcp_server(tiny_engine, args)
+    routes, mcp = app.served_routes(tiny_engine, args)
     assert mcp is not None
+    api = [route for route in routes if isinstance(route, APIRoute)]
+    assert api and {route.endpoint.__self__.gate for route in api} == {mcp._gate}  # one queue: `max_waiting`
+    # counts the API's requests and the tools' calls together
     demo = create_app(tiny_engine)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("GRADIO_MCP_SERVER", "True")  # asks for Gradio's own MCP server, which must stay off
-        _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False,
-                               routes=app.api_routes(tiny_engine, args) + mcp.routes, lifespan=mcp.lifespan)
+        _, url, _ = launch(demo, "127.0.0.1", free_port(), block=False, routes=routes, lifespan=mcp.lifespan)
     yield url.rstrip("/")
     demo.close()
 

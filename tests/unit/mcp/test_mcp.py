@@ -174,3 +174,24 @@ def test_a_client_that_goes_away_mid_answer_frees_the_engine():
             time.sleep(0.02)
         assert not engine.busy and lm.evaluated < 150  # stopped, not drained to the end
         assert mcp_client.text(ask_all(url, 1)[0]) == "x" * 200  # and the next call is answered whole
+
+
+def test_the_api_and_the_tools_share_one_waiting_room():
+    """app.py serves both with one `Gate`: `max_waiting` counts every request waiting, however it came."""
+    from fastapi import FastAPI
+
+    from fastvlm.api import Gate, build_router
+
+    engine, _ = make_engine(SeedLM(delay=0.2))  # an answer of ~15 s
+    settings = ApiSettings(max_waiting=0, retry_after_s=3)
+    gate = Gate(engine, settings)
+    mcp = McpServer(engine, settings, host="127.0.0.1", gate=gate)
+    routes = build_router(engine, settings, "127.0.0.1", gate).routes + mcp.routes
+    with BackgroundServer(FastAPI(routes=routes, lifespan=mcp.lifespan)) as server:
+        body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": IMAGE}},
+                                                          {"type": "text", "text": "q"}]}], "stream": True}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=30) as running:
+            lines = running.iter_lines()  # kept: the answer runs on while the tool is called
+            assert running.status_code == 200 and next(lines).startswith("data: ")
+            result = ask_all(server.url + "/mcp", 1)[0]
+    assert result.isError and mcp_client.text(result).startswith("busy, retry in 3 s")  # was: it waited its turn

@@ -40,11 +40,26 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
                 build_live_tab(engine, settings)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
+        _free_closed_sessions(demo)
     demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
     demo.page_head = capture_head(settings)  # how the microphones are opened; app.launch puts it in the page
     demo.voice_links = links
     demo.extra_routes = [links.route()] if speech is not None else []  # app.launch serves them
     return demo
+
+
+def _free_closed_sessions(demo: gr.Blocks) -> None:
+    """Each person's session objects are written once as their page loads. Gradio frees a state an hour after
+    its page closed, running its `delete_callback` (the answer stops, the voice line closes), only once a handler
+    has written it; the tabs' handlers change their sessions in place, so they were never freed (nor the Live
+    tab's last frame)."""
+    sessions = [block for block in demo.blocks.values()
+                if isinstance(block, gr.State) and not isinstance(block.value, (int, float, str, bool, type(None)))]
+    demo.load(_keep_sessions, sessions, sessions, queue=False, show_progress="hidden", api_visibility="private")
+
+
+def _keep_sessions(*sessions):
+    return sessions if len(sessions) > 1 else sessions[0]
 
 
 def _refresh_while_loading(engine: Backend, settings: AppSettings, header: gr.Markdown, loading: bool) -> None:

@@ -23,7 +23,7 @@ from fastvlm.engine.prompt import question_or_default
 
 from .backend import Backend
 from .settings import AppSettings
-from .widgets import LIVE_PRESETS, Partial, fail, follow, ms, readout_html
+from .widgets import LIVE_PRESETS, Partial, bounded_frames, fail, follow, ms, readout_html
 
 NO_FRAMES = ("No camera frames are arriving: allow camera access, and press Record on the camera "
              "if it is not streaming.")
@@ -166,8 +166,9 @@ def build_live_tab(engine: Backend, settings: AppSettings) -> None:
     session = gr.State(LiveSession())
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
-            camera = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", height=300,
-                              webcam_options=gr.WebcamOptions(mirror=False), elem_id="live-camera")
+            camera = bounded_frames(gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera",
+                                             height=300, webcam_options=gr.WebcamOptions(mirror=False),
+                                             elem_id="live-camera"))
             question = gr.Dropdown(list(LIVE_PRESETS), value=LIVE_PRESETS[0], allow_custom_value=True,
                                    label="Ask every frame", elem_id="live-question")
             interval = gr.Slider(1, 10, value=settings.live_interval_s, step=1, label="Every N seconds",

@@ -21,6 +21,7 @@ from .widgets import (
     SNAPSHOT_PRESETS,
     Partial,
     Turnstile,
+    bounded_frames,
     fail,
     follow,
     format_ttft,
@@ -102,8 +103,8 @@ def build_snapshot_tab(engine: Backend, settings: AppSettings) -> None:
     resolution = settings.camera_resolution
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
-            camera = gr.Image(sources=["webcam"], type="numpy", label="Camera", height=340,
-                              webcam_options=gr.WebcamOptions(mirror=False), elem_id="snapshot-camera")
+            camera = bounded_frames(gr.Image(sources=["webcam"], type="numpy", label="Camera", height=340,
+                                             webcam_options=gr.WebcamOptions(mirror=False), elem_id="snapshot-camera"))
         with gr.Column(scale=3, min_width=320):
             ttft = gr.HTML(ttft_html(None), label="TTFT", elem_id="snapshot-ttft")
             answer = gr.Textbox(label="Answer", lines=6, max_lines=16, interactive=False, buttons=["copy"],

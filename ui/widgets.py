@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from PIL import Image as PILImage
 
 from fastvlm.engine.cancel import CancelToken
+from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS
 from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
 
 from .readahead import ReadAhead
@@ -219,6 +221,30 @@ def readable_uploads(image: gr.Image) -> gr.Image:
         except Exception as e:  # PIL's UnidentifiedImageError, DecompressionBombError, OSError, ...
             log.info("unreadable upload: %s", e)
             raise gr.Error(UNREADABLE, title="Cannot read this file", print_exception=False) from e
+
+    image.preprocess = preprocess
+    return image
+
+
+def bounded_frames(image: gr.Image, max_pixels: int = DEFAULT_MAX_PIXELS) -> gr.Image:
+    """Make `image` (a webcam's, decoded to an array by Gradio) refuse a file of more than `max_pixels` from its
+    header, before Gradio decodes it: its endpoint takes any file from an API caller, and a 0.5 MB PNG of 169
+    megapixels decodes to 0.5 GB (PIL only refuses beyond 179)."""
+    decode = image.preprocess
+
+    def preprocess(payload):
+        path = getattr(payload, "path", None)
+        if path:
+            try:
+                with PILImage.open(path) as header:
+                    width, height = header.size
+            except Exception:  # not an image: Gradio's own decode says so
+                width = height = 0
+            if width * height > max_pixels:
+                raise gr.Error(f"This image is {width}×{height} pixels; the most this app takes is "
+                               f"{max_pixels / 1e6:.0f} megapixels: downscale it and send it again.",
+                               title="Image too large", print_exception=False)
+        return decode(payload)
 
     image.preprocess = preprocess
     return image

@@ -21,7 +21,7 @@ from fastvlm.engine.events import InputError
 
 from ..backend import Backend
 from ..settings import AppSettings
-from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
+from ..widgets import INSTANT, bounded_frames, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
 from .prepare import prepare
@@ -290,8 +290,9 @@ def _layout(about: str) -> dict:
     ui = {}
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
-            ui["camera"] = gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera", height=280,
-                                    webcam_options=gr.WebcamOptions(mirror=False), elem_id="voice-camera")
+            ui["camera"] = bounded_frames(gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera",
+                                                   height=280, webcam_options=gr.WebcamOptions(mirror=False),
+                                                   elem_id="voice-camera"))
             with gr.Row():
                 ui["start"] = gr.Button("Start hands-free", variant="primary", elem_id="voice-start")
                 ui["stop"] = gr.Button("Stop", variant="stop", elem_id="voice-stop")

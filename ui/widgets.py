@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 
 from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS
-from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Stats, TextDelta
+from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, ModelFileError, Notice, Stats, TextDelta
 
 from .readahead import ReadAhead
 
@@ -31,6 +31,8 @@ LIVE_PRESETS = ("Describe briefly.", "What am I holding?", "What am I doing?", "
 
 STILL_ANSWERING = "Still answering your last question: wait for it, or press Stop."
 UNREADABLE = "This file is not an image that can be read: send a PNG, JPEG, WebP, GIF, BMP or TIFF image."
+GONE = ("This image is no longer on the server (uploads left unused for a while are deleted): upload it again, "
+        "then ask.")
 BUSY = "The model is answering other requests: try again in a moment"
 ENGINE_FAILED = "The model failed on this request (details are in the server log). Try again or another image."
 
@@ -120,6 +122,8 @@ def fail(error: Exception) -> gr.Error:
         return gr.Error(f"{BUSY} ({toast_text(error)})", title="Busy", print_exception=False)
     if isinstance(error, InputError):
         return gr.Error(toast_text(error), title="This request cannot be answered", print_exception=False)
+    if isinstance(error, ModelFileError):  # the model did not load (its message names the file and the fix)
+        return gr.Error(toast_text(error), title="The model is not loaded", print_exception=False)
     log.error("answer failed", exc_info=error)
     return gr.Error(ENGINE_FAILED)
 
@@ -219,6 +223,9 @@ def readable_uploads(image: gr.Image) -> gr.Image:
         except gr.Error:
             raise
         except Exception as e:  # PIL's UnidentifiedImageError, DecompressionBombError, OSError, ...
+            path = getattr(payload, "path", None)
+            if isinstance(e, FileNotFoundError) or (path and not Path(path).exists()):  # the cache sweep took it
+                raise gr.Error(GONE, title="Upload it again", print_exception=False) from e
             log.info("unreadable upload: %s", e)
             raise gr.Error(UNREADABLE, title="Cannot read this file", print_exception=False) from e
 

@@ -9,7 +9,7 @@ from PIL import Image
 
 from fastvlm import EngineConfig
 from fastvlm.engine.engine import Engine
-from fastvlm.engine.events import Busy
+from fastvlm.engine.events import Busy, ModelFileError
 from fastvlm.engine.prompt import DEFAULT_QUESTION, Turn
 from tests.fakes import FakeLM, FakeVision
 from ui.tab_image import NO_IMAGE, ImageSession, ask, guard, messages, new_conversation, prepare, resolution_choices
@@ -239,6 +239,20 @@ def test_a_busy_backend_and_an_image_too_big_for_the_context_say_so_not_that_the
         run(small, session, photo, resolution=1024)
     assert "lower the resolution" in plan.value.message and ENGINE_FAILED not in plan.value.message
     assert session.history == [] and "answer failed" not in caplog.text  # nothing logged as a crash
+
+
+class UnloadedBackend(BusyBackend):
+    """The app's engine when its background load failed (`weights.loading.BackgroundLoad`)."""
+
+    def stream(self, request, wait=None, cancel=None):
+        raise ModelFileError("llm.gguf is truncated: delete it and start the app again to download it")
+
+
+def test_a_model_that_did_not_load_says_why_not_that_it_failed_on_this_request(photo, caplog):
+    with pytest.raises(gr.Error) as unloaded:
+        run(UnloadedBackend(), ImageSession(), photo)
+    assert unloaded.value.title == "The model is not loaded" and "llm.gguf is truncated" in unloaded.value.message
+    assert ENGINE_FAILED not in unloaded.value.message and "answer failed" not in caplog.text  # was both
 
 
 def test_the_resolution_choice_offers_only_what_the_vision_graph_serves():

@@ -13,6 +13,7 @@ from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
 from ui.settings import AppSettings
 from ui.widgets import (
+    GONE,
     UNREADABLE,
     Turnstile,
     by_component,
@@ -124,6 +125,22 @@ def test_an_unreadable_upload_becomes_a_page_error_that_says_what_to_send(tmp_pa
     assert box.preprocess(ImageData(path=str(good), orig_name="ok.png")) == str(good)
     assert not list(Path(readable_uploads.__code__.co_filename).parent.glob("*.pyi"))  # no stub files written
                                                                                        # beside ui/
+
+
+def test_an_upload_the_server_no_longer_has_asks_for_it_again_not_for_another_format(tmp_path):
+    """The cache sweep deletes uploads left unused (ui/cache.py): the next question about one must not call a
+    good PNG unreadable."""
+    from PIL import Image
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (8, 8)).save(photo)
+    box = readable_uploads(gr.Image(type="filepath", image_mode=None))
+    payload = ImageData(path=str(photo), orig_name="photo.png")
+    assert box.preprocess(payload) == str(photo)
+    photo.unlink()  # swept
+    with pytest.raises(gr.Error) as err:
+        box.preprocess(payload)
+    assert err.value.message == GONE and err.value.title == "Upload it again"  # was UNREADABLE
 
 
 def test_a_handler_with_nothing_to_show_skips_its_outputs_instead_of_clearing_them():

@@ -65,7 +65,8 @@ class ImageSession:
         shown = self.shown
         if shown is not None and ticket in (None, shown[0]):
             self.settled, self.shown = max(self.settled, shown[0]), None
-            self.history.append(shown[1])
+            if shown[1].answer:  # stopped before its first word: nothing for a follow-up to go on from
+                self.history.append(shown[1])
 
 
 def resolution_choices(configured: int, served: list[int] | None = None) -> list[tuple[str, int]]:

@@ -45,6 +45,8 @@ def ms(seconds: float) -> str:
 
 def format_metrics(stats: Stats) -> str:
     """The line under an answer: 'TTFT 640 ms · encode 120 ms · prefill 200 ms · 25.3 tok/s · 48 tokens'."""
+    if stats.stop_reason == "cancelled" and not stats.new_tokens:
+        return f"stopped before the first token · {ms(stats.total_s)}"
     encode = "cached" if stats.embedding_cached else ms(stats.encode_s)
     prefill = ms(stats.prefill_s)
     if stats.reused_tokens:

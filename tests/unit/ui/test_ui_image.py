@@ -7,7 +7,7 @@ import gradio as gr
 import pytest
 from PIL import Image
 
-from fastvlm import EngineConfig
+from fastvlm import EngineConfig, Request
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.events import Busy, ModelFileError
 from fastvlm.engine.prompt import DEFAULT_QUESTION, Turn
@@ -24,7 +24,7 @@ class Recording:
 
     def stream(self, request, wait=None, cancel=None):
         self.requests.append(request)
-        return self.engine.stream(request, wait)
+        return self.engine.stream(request, wait, cancel)
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -177,6 +177,22 @@ def test_stop_mid_answer_frees_the_engine_keeps_the_partial_turn_and_lets_the_ne
     assert not engine.busy
     assert len(session.history) == 1 and 0 < len(session.history[0].answer) < 400
     assert run(engine, session, photo, "next?")[-1][0][-1]["content"] == "y" * 64
+
+
+def test_stop_while_waiting_for_the_engine_says_stopped_and_leaves_no_empty_turn(photo):
+    """Someone else holds the engine; Stop while this question waits in line: the chat keeps no empty answer for
+    follow-ups to be asked after, and the metrics line says it stopped (was "TTFT 0 ms ... 0 tokens")."""
+    engine, session = make_engine(b"y" * 400, delay=0.01), ImageSession()
+    other = engine.stream(Request(photo, "someone else's question"))
+    next(other)  # holds the engine
+    guard(session, photo)
+    waiting = ask(engine, session, photo, "mine?", 128, 64, every_s=0)
+    next(waiting)  # the question shown, in line
+    threading.Timer(0.2, session.turnstile.release).start()  # Stop
+    chat, metrics, _ = list(waiting)[-1]
+    other.close()
+    assert session.history == [] and "stopped before the first token" in metrics and "TTFT" not in metrics
+    assert run(engine, session, photo, "next?")[-1][0][0]["content"] == "next?"  # asked with no empty turn before
 
 
 def test_a_question_let_in_while_the_stopped_answer_winds_down_follows_it(photo):

@@ -17,14 +17,14 @@ log = logging.getLogger("fastvlm.app")
 
 def build_parser() -> argparse.ArgumentParser:
     from fastvlm.api.settings import FORWARDED_HEADERS
-    from fastvlm.cli.main import add_model_arguments
+    from fastvlm.cli.main import add_model_arguments, env_int
 
     p = argparse.ArgumentParser(prog="python app.py", description="FastVLM on CPU: the Gradio app")
     add_model_arguments(p)
     g = p.add_argument_group("server")
     g.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="address to listen on [GRADIO_SERVER_NAME] (0.0.0.0 for every interface)")
-    g.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+    g.add_argument("--port", type=int, default=env_int("GRADIO_SERVER_PORT", 7860),
                    help="port [GRADIO_SERVER_PORT]")
     a = p.add_argument_group("OpenAI-compatible API (same port) and remote backend")
     a.add_argument("--api-key", default=os.environ.get("FASTVLM_API_KEY"),
@@ -237,6 +237,7 @@ def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> st
 
 def main(argv: list[str] | None = None) -> int:
     from fastvlm.engine.events import ModelFileError
+    from fastvlm.remote import RemoteError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -246,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --protect-page needs FASTVLM_API_KEY (the page's password)", file=sys.stderr)
         return 2
     try:
+        _api_settings(args)  # a bad proxy list or header is told now, not after the model loaded
         engine = load_engine(args, background=True)
-    except (ModelFileError, ValueError, OSError) as e:
+    except (ModelFileError, RemoteError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
@@ -260,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                         "can reach %s: --protect-page puts them behind a login", args.host)
         launch(create_app(engine, speech=load_speech(args)), args.host, args.port, routes=routes,
                lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None)
+    except OSError as e:  # the port is taken (Gradio's message says how to pick another)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     finally:
         engine.close()
     return 0

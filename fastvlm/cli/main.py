@@ -21,6 +21,17 @@ from ..weights.sources import SOURCES
 log = logging.getLogger("fastvlm")
 
 
+def env_int(name: str, default: int) -> int:
+    """The whole number in the environment variable `name` (unset or empty: `default`); another value ends the
+    program with one line naming it (argparse's own exit code, 2), even for --help."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return int(value) if value else default
+    except ValueError:
+        print(f"error: {name}={value!r} is not a whole number: set a number or unset it", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     env = os.environ.get
     g = p.add_argument_group("model")
@@ -44,10 +55,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--exact", action="store_true",
                    help="f32 everywhere (vision compute, KV cache): the setting under which answers match the "
                         "transformers reference token for token; slower")
-    g.add_argument("--resolution", type=int, default=int(env("FASTVLM_RESOLUTION", "0")) or None,
+    g.add_argument("--resolution", type=int, default=env_int("FASTVLM_RESOLUTION", 0) or None,
                    help="image size: 1024 (trained, accurate; the default) or 512 (faster, fine text suffers); "
                         "a vision file exported for one size serves only that size [FASTVLM_RESOLUTION]")
-    g.add_argument("--threads", type=int, default=int(env("FASTVLM_THREADS", "0")) or physical_cores(),
+    g.add_argument("--threads", type=int, default=env_int("FASTVLM_THREADS", 0) or physical_cores(),
                    help="CPU threads (default: physical cores)")
     g.add_argument("--n-ctx", type=int, default=4096, help="context length in positions")
     g.add_argument("--vision-runtime", choices=("auto", "onnxruntime", "openvino"),

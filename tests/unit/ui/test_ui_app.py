@@ -140,3 +140,31 @@ def test_the_app_warns_at_start_up_of_1024_px_on_a_cpu_without_avx512(resolution
     assert (warning is not None) == warned
     if warned:
         assert "AVX-512" in warning and "--resolution 512" in warning and "doctor" in warning
+
+
+@pytest.mark.parametrize("var", ["GRADIO_SERVER_PORT", "FASTVLM_RESOLUTION", "FASTVLM_THREADS"])
+def test_a_number_variable_that_is_not_a_number_is_one_line_and_exit_2_even_for_help(monkeypatch, capsys, var):
+    monkeypatch.setenv(var, "abc")
+    with pytest.raises(SystemExit) as done:
+        app.main(["--help"])
+    assert done.value.code == 2 and f"{var}='abc' is not a whole number" in capsys.readouterr().err  # was a
+    # ValueError traceback
+
+
+@pytest.mark.parametrize(("flags", "says"), [(["--trusted-proxies", "proxy.local"], "proxy.local"),
+                                             (["--backend", "http://127.0.0.1:1"], "127.0.0.1:1")])
+def test_a_bad_proxy_or_an_unreachable_backend_is_one_line_before_any_model_loads(tmp_path, capsys, flags, says):
+    assert app.main(["--models", str(tmp_path / "none"), "--no-download", "--no-voice", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and "Traceback" not in err  # were tracebacks (the proxy's
+    # after the model had loaded)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tiny_models, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert app.main(["--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--no-voice", "--no-mcp",
+                         "--port", port]) == 2
+    assert "error: " in capsys.readouterr().err

@@ -17,7 +17,7 @@ log = logging.getLogger("fastvlm.app")
 
 def build_parser() -> argparse.ArgumentParser:
     from fastvlm.api.settings import FORWARDED_HEADERS
-    from fastvlm.cli.main import add_model_arguments, env_int
+    from fastvlm.cli.main import add_model_arguments, env_flag, env_int
 
     p = argparse.ArgumentParser(prog="python app.py", description="FastVLM on CPU: the Gradio app")
     add_model_arguments(p)
@@ -42,12 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated host names clients may use besides localhost when bound to loopback (a "
                         "reverse proxy's public name) [FASTVLM_ALLOWED_HOSTS]")
     a.add_argument("--protect-page", action="store_true",
-                   default=os.environ.get("FASTVLM_PROTECT_PAGE", "") not in ("", "0"),
+                   default=env_flag("FASTVLM_PROTECT_PAGE", False),
                    help="the page and its Gradio endpoints ask for a login: any user name, the API key as password "
                         "[FASTVLM_PROTECT_PAGE=1]")
     a.add_argument("--no-api", action="store_true", help="serve the UI only")
     a.add_argument("--mcp", action=argparse.BooleanOptionalAction,
-                   default=os.environ.get("FASTVLM_MCP", "1") not in ("", "0"),
+                   default=env_flag("FASTVLM_MCP", True),
                    help="serve the MCP tools ask_image and describe_image at /mcp (default on; same key rule as "
                         "the API) [FASTVLM_MCP=0 turns it off]")
     a.add_argument("--backend", metavar="URL", default=os.environ.get("FASTVLM_BACKEND"),
@@ -61,9 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_voice_arguments(p: argparse.ArgumentParser) -> None:
+    from fastvlm.cli.main import env_flag
+
     env = os.environ.get
     v = p.add_argument_group("voice (the Voice + camera tab)")
-    v.add_argument("--no-voice", action="store_true", default=env("FASTVLM_NO_VOICE", "") not in ("", "0"),
+    v.add_argument("--no-voice", action="store_true", default=env_flag("FASTVLM_NO_VOICE", False),
                    help="no Voice + camera tab, no speech models loaded [FASTVLM_NO_VOICE=1]")
     v.add_argument("--whisper-model", default=env("FASTVLM_WHISPER_MODEL", "tiny.en"),
                    help="faster-whisper model name (tiny.en, tiny, base, ...) or a CTranslate2 folder; tiny.en "

@@ -32,6 +32,20 @@ def env_int(name: str, default: int) -> int:
         raise SystemExit(2) from None
 
 
+def env_flag(name: str, default: bool) -> bool:
+    """The yes/no in the environment variable `name`: 1/true/yes/on or 0/false/no/off (any case); unset or
+    empty: `default`; another value ends the program with one line naming it."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    if not value:
+        return default
+    print(f"error: {name}={value!r} is neither yes (1, true) nor no (0, false)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     env = os.environ.get
     g = p.add_argument_group("model")

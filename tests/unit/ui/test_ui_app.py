@@ -168,3 +168,19 @@ def test_a_port_in_use_is_one_line_and_exit_2(tiny_models, capsys):
         assert app.main(["--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--no-voice", "--no-mcp",
                          "--port", port]) == 2
     assert "error: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), ("TRUE", True), ("yes", True), ("0", False), ("false", False),
+                                           ("Off", False), ("", True)])
+def test_a_yes_no_variable_reads_the_usual_spellings(monkeypatch, value, on):
+    monkeypatch.setenv("FASTVLM_MCP", value)  # on by default
+    monkeypatch.setenv("FASTVLM_NO_VOICE", value or "0")
+    args = app.build_parser().parse_args([])
+    assert args.mcp is on and args.no_voice is (on and value != "")  # "false" was on: only "" and "0" read off
+
+
+def test_a_yes_no_variable_that_is_neither_is_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setenv("FASTVLM_PROTECT_PAGE", "maybe")
+    with pytest.raises(SystemExit) as done:
+        app.build_parser()
+    assert done.value.code == 2 and "FASTVLM_PROTECT_PAGE='maybe'" in capsys.readouterr().err

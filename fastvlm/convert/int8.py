@@ -78,9 +78,11 @@ def _ort_session(path: Path, threads: int):
 
 
 def min_cosine(reference: list[np.ndarray], got: list[np.ndarray]) -> float:
-    """Smallest per-image cosine between flattened embeddings."""
-    return min(float(np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b)))
-               for a, b in zip(reference, got))
+    """Smallest per-image cosine between flattened embeddings; NaN if any image's is (a broken file's NaN
+    embeddings must not hide behind `min`, which skips a NaN that is not first)."""
+    cosines = [float(np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b)))
+               for a, b in zip(reference, got)]
+    return float("nan") if any(np.isnan(cosines)) else min(cosines)
 
 
 def quantize_for_onnxruntime(src: Path, dst: Path, pixels: list[np.ndarray]) -> None:
@@ -147,7 +149,7 @@ def _one(runtime, quantize, fp32: Path, dst: Path, calib, check, reference, runn
     run = runner(dst)
     cos = min_cosine(reference, [run(p) for p in check])
     seconds = time.perf_counter() - t0
-    if cos < COSINE_GATE:
+    if not cos >= COSINE_GATE:  # NaN fails too
         dst.unlink(missing_ok=True)
         log.warning("int8 %s: cosine %.5f < %.3f against fp32; the file was not kept", runtime, cos, COSINE_GATE)
         return Int8File(runtime, None, cos, seconds, f"(below the {COSINE_GATE} gate)")

@@ -180,7 +180,7 @@ def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> Path | None:
 def _link(src: Path, dst: Path) -> None:
     if dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.stat().st_ino == src.stat().st_ino:
         return
-    tmp = dst.with_name(dst.name + ".tmp")
+    tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")  # its own: another replica may be linking it too
     tmp.unlink(missing_ok=True)
     try:
         os.link(src, tmp)

@@ -18,6 +18,17 @@ def test_min_cosine():
     assert int8.min_cosine(a, [a[0], -a[1]]) == pytest.approx(-1.0)
 
 
+def test_a_file_whose_embeddings_are_nan_on_any_image_fails_the_gate(tmp_path):
+    """NaN compares false with everything: `cos < gate` let it through, and `min` skipped one that was not first."""
+    a = [np.ones((1, 4, 8), np.float32), np.arange(8, dtype=np.float32)]
+    broken = [a[0], np.full(8, np.nan, np.float32)]
+    assert np.isnan(int8.min_cosine(a, broken))  # was 1.0
+    dst = tmp_path / "vision-int8-ort.onnx"
+    kept = int8._one("onnxruntime", lambda src, out, calib: out.write_bytes(b"int8"), tmp_path / "vision.onnx", dst,
+                     None, [0, 1], a, lambda path: lambda pixels: broken[pixels])
+    assert kept.path is None and not dst.exists()  # was kept, and reported as written
+
+
 def test_calibration_images_are_deterministic_and_varied():
     a, b = int8.calibration_images(6), int8.calibration_images(6)
     assert [im.tobytes() for im in a] == [im.tobytes() for im in b]

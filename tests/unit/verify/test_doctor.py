@@ -102,6 +102,21 @@ def test_the_int8_gate_is_the_converters_and_judges_the_worst_image():
     assert s.checks[0].status == "fail" and "min cosine" in s.checks[0].detail
 
 
+class NanAfterFirst(FakeVision):
+    """Exact on the first drawn image, NaN embeddings on the others (a broken int8 file)."""
+
+    def encode(self, pixels):
+        out = super().encode(pixels)
+        return out if self.calls == 1 else np.full_like(out, np.nan)
+
+
+def test_nan_embeddings_on_any_image_fail_the_gate():
+    s = Section("gate")
+    ref, cand = engine(b"Red"), engine(b"Red", vision=NanAfterFirst())
+    assert not checks.vision_gate(ref, cand, s, "int8", checks.INT8_COSINE_MIN, must_agree=True)  # was passed:
+    assert s.checks[0].status == "fail" and "min cosine nan" in s.checks[0].detail  # min() skipped the NaN
+
+
 @pytest.mark.parametrize("must_agree, status", [(True, "fail"), (False, "warn")])
 def test_vision_gate_answers_must_agree_or_warn(must_agree, status):
     s = Section("gate")

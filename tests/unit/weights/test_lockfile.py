@@ -105,3 +105,4 @@ def test_the_app_and_the_weights_import_where_there_is_no_fcntl():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0, done.stderr
+

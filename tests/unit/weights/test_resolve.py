@@ -69,3 +69,18 @@ def test_a_checkpoint_that_cannot_be_fetched_falls_back_but_never_under_exact(mo
     assert resolve(hub=Hub()) is PREBUILT
     with pytest.raises(ModelFileError, match="--exact runs only the official checkpoint"):
         resolve(quant="f32", hub=Hub(), exact=True)
+
+
+def test_linking_a_file_in_place_never_touches_another_replicas_link_in_flight(tmp_path):
+    """Two replicas starting at once link the same graph into the same folder: each through a name of its own
+    (the fixed `<name>.tmp` let one delete or replace the other's, which then died on a missing file)."""
+    from fastvlm.weights.resolve import _link
+
+    blob, dst = tmp_path / "blob", tmp_path / "models" / "vision.onnx"
+    dst.parent.mkdir()
+    blob.write_bytes(b"graph")
+    theirs = dst.with_name(dst.name + ".tmp")  # the other replica's, between its link and its rename
+    theirs.write_bytes(b"graph")
+    _link(blob, dst)
+    assert dst.read_bytes() == b"graph" and theirs.exists()  # was deleted
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["vision.onnx", "vision.onnx.tmp"]  # nothing left

@@ -90,15 +90,21 @@ class Hub:
             return None
         return self.pins.verify(c, got)
 
-    def download_snapshot(self, repo: str, patterns: list[str], fetch: bool = True) -> Path:
-        """The files of `repo` matching `patterns`, as a snapshot folder: from the cache, else (with `fetch`)
-        from the Hub; `RepoUnavailable` when it cannot be had (not cached and not to be fetched, or not on the Hub)."""
+    def download_snapshot(self, repo: str, patterns: list[str], fetch: bool = True,
+                          complete: Callable[[Path], bool] | None = None) -> Path:
+        """The files of `repo` matching `patterns`, as a snapshot folder: from the cache when it holds them all
+        (`complete(folder)`, when given), else (with `fetch`) from the Hub, which fetches what the cache lacks;
+        `RepoUnavailable` when it cannot be had (not cached and not to be fetched, or not on the Hub). A cached
+        folder may hold only some files: one file fetched by another tool, or a download that was stopped."""
         import huggingface_hub as hf
         from huggingface_hub import errors
 
         try:
-            return Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
-                                             endpoint=self.endpoint, local_files_only=True))
+            cached = Path(hf.snapshot_download(repo, allow_patterns=patterns, cache_dir=self.cache_dir,
+                                               endpoint=self.endpoint, local_files_only=True))
+            if not fetch or complete is None or complete(cached):
+                return cached
+            log.info("%s is only partly in the cache: fetching the rest", repo)
         except errors.LocalEntryNotFoundError:
             if not fetch:
                 raise RepoUnavailable(f"{repo} is not in the Hugging Face cache") from None

@@ -74,10 +74,21 @@ def converted(repo: str, hub: Hub, quant: str = "auto", download: bool = True, t
 
 
 def _snapshot(repo: str, hub: Hub, download: bool) -> Path:
-    snapshot = hub.download_snapshot(repo, PATTERNS, fetch=download)
+    snapshot = hub.download_snapshot(repo, PATTERNS, fetch=download, complete=_complete)
     if not (snapshot / "config.json").is_file() or not list(snapshot.glob("*.safetensors")):
         raise ModelFileError(f"{repo} has no config.json + *.safetensors: not a FastVLM checkpoint")
     return snapshot
+
+
+def _complete(snapshot: Path) -> bool:
+    """The checkpoint's config and all its weights: every shard its index names, or its one safetensors file."""
+    if not (snapshot / "config.json").is_file():
+        return False
+    index = snapshot / "model.safetensors.index.json"
+    if index.is_file():
+        shards = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        return bool(shards) and all((snapshot / shard).is_file() for shard in shards)
+    return any(snapshot.glob("*.safetensors"))
 
 
 def _convert(snapshot: Path, out: Path, quant: str, threads: int | None, say: Callable[[str], None],

@@ -52,3 +52,28 @@ def test_two_conversions_at_once_convert_once_and_keep_the_result(monkeypatch, t
     assert len(runs) == 1 and (out / official.DONE).is_file() and (out / "llm.gguf").read_bytes() == b"GGUF"
     assert any(s.startswith("waiting for another conversion") for s in said)
     assert not [p for p in out.parent.iterdir() if ".tmp" in p.name]
+
+
+def test_a_checkpoint_only_partly_in_the_cache_is_fetched_whole(tmp_path):
+    """Another tool left only config.json of the checkpoint in the cache (transformers' AutoConfig, `hf download
+    REPO config.json`), or a first download was stopped: the rest is fetched, not the part taken for the whole."""
+    import huggingface_hub as hf
+
+    from fastvlm.weights import Hub
+    from tests.fakehub import FakeHub
+
+    repo, fake = "apple/FastVLM-0.5B", FakeHub()
+    fake.add(repo, "config.json", b'{"model_type": "llava_qwen2"}')
+    fake.add(repo, "model.safetensors", b"\0" * 64)
+    fake.start()
+    try:
+        cache = tmp_path / "hf" / "hub"
+        hf.hf_hub_download(repo, "config.json", cache_dir=cache, endpoint=fake.url)
+        snapshot = official._snapshot(repo, Hub(endpoint=fake.url, cache_dir=cache), download=True)
+        assert (snapshot / "model.safetensors").read_bytes() == b"\0" * 64  # was ModelFileError "not a FastVLM
+        # checkpoint", with nothing requested
+        fake.requests.clear()
+        assert official._snapshot(repo, Hub(endpoint=fake.url, cache_dir=cache), download=True) == snapshot
+        assert fake.file_requests() == []  # whole in the cache: nothing asked of the Hub
+    finally:
+        fake.stop()

@@ -162,7 +162,8 @@ def _complete(path: Path, c: Candidate, hub: Hub, fetch: bool) -> Path | None:
     files = {path.name: path}
     for name in names:
         beside = Candidate(c.repo, str(Path(c.path).parent / name))
-        got = path.parent / name if (path.parent / name).is_file() else None
+        here = path.parent / name  # already beside the graph: checked against its pin as a download is
+        got = hub.pins.verify(beside, here) if here.is_file() else None
         got = got or (hub.download(beside) if fetch else hub.cached(beside))
         if got is None:
             log.warning("%s needs %s, which is not %s", c, beside, "on the Hub" if fetch else "in the cache")

@@ -104,3 +104,28 @@ def test_doctor_and_later_runs_refuse_a_pinned_file_that_changed(tmp_path, tiny_
     assert changed.returncode == 1
     assert "fastvlm_qwen2_Q4_K_M.gguf is not the file that was pinned" in changed.stdout
     assert "re-pin it: delete its entry in" in changed.stdout and "connect to the internet" not in changed.stdout
+
+
+def test_the_weights_file_beside_a_pinned_graph_is_checked_against_its_pin_too(tmp_path):
+    """onnx-community's vision graph keeps all its weights in vision_encoder.onnx_data: changed on this disk, it
+    must be refused as the graph itself is (it was used silently once it sat beside the graph)."""
+    onnx = pytest.importorskip("onnx")
+    from fastvlm.weights.pins import PinMismatch
+    from fastvlm.weights.resolve import _first
+    from fastvlm.weights.sources import Candidate
+
+    weights = onnx.helper.make_tensor("w", onnx.TensorProto.FLOAT, [1], [0.0])
+    weights.ClearField("float_data")
+    weights.data_location = onnx.TensorProto.EXTERNAL
+    weights.external_data.add(key="location", value="vision_encoder.onnx_data")
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])], [weights])
+    repo, cache = "onnx-community/FastVLM-0.5B-ONNX", tmp_path / "hf" / "hub"
+    graph_file = cache_file(cache, repo, "onnx/vision_encoder.onnx", onnx.helper.make_model(graph).SerializeToString())
+    data_file = cache_file(cache, repo, "onnx/vision_encoder.onnx_data", b"\0\0\0\0")
+    hub, candidate = Hub(cache_dir=cache), Candidate(repo, "onnx/vision_encoder.onnx")
+    assert _first((candidate,), hub, fetch=False)[0] == graph_file
+    assert f"{repo}/onnx/vision_encoder.onnx_data" in hub.pins.entries()  # pinned on first use, as a download is
+    data_file.write_bytes(b"\xff\xff\xff\xff")  # changed on this disk
+    with pytest.raises(PinMismatch, match="vision_encoder.onnx_data"):
+        _first((candidate,), hub, fetch=False)

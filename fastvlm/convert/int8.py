@@ -144,16 +144,23 @@ def _run_openvino(path: Path, threads: int):
 
 
 def _one(runtime, quantize, fp32: Path, dst: Path, calib, check, reference, runner) -> Int8File:
+    """Quantize under a name of its own and give the file its real name only once it passed the gate, so an
+    interrupted run never leaves an ungated file where `--vision int8` looks."""
     t0 = time.perf_counter()
-    quantize(fp32, dst, calib)
-    run = runner(dst)
-    cos = min_cosine(reference, [run(p) for p in check])
-    seconds = time.perf_counter() - t0
-    if not cos >= COSINE_GATE:  # NaN fails too
-        dst.unlink(missing_ok=True)
-        log.warning("int8 %s: cosine %.5f < %.3f against fp32; the file was not kept", runtime, cos, COSINE_GATE)
-        return Int8File(runtime, None, cos, seconds, f"(below the {COSINE_GATE} gate)")
-    return Int8File(runtime, dst, cos, seconds)
+    dst.unlink(missing_ok=True)  # an older file belongs to an older fp32 graph
+    tmp = dst.with_name(f"{dst.stem}.{os.getpid()}.partial{dst.suffix}")
+    try:
+        quantize(fp32, tmp, calib)
+        run = runner(tmp)
+        cos = min_cosine(reference, [run(p) for p in check])
+        seconds = time.perf_counter() - t0
+        if not cos >= COSINE_GATE:  # NaN fails too
+            log.warning("int8 %s: cosine %.5f < %.3f against fp32; the file was not kept", runtime, cos, COSINE_GATE)
+            return Int8File(runtime, None, cos, seconds, f"(below the {COSINE_GATE} gate)")
+        tmp.replace(dst)
+        return Int8File(runtime, dst, cos, seconds)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def sample_images() -> dict[str, PILImage.Image]:

@@ -9,6 +9,7 @@ per candidate.
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,25 @@ ETAG_TIMEOUT_S = 5.0  # how long the first request may wait for an answer before
 
 class HubUnreachable(ConnectionError):
     """The Hub (or the `HF_ENDPOINT` mirror) did not answer, or offline mode is on."""
+
+
+class DiskProblem(ModelFileError):
+    """The weights could not be written: the disk is full, read-only, or not this user's to write."""
+
+
+# the errors that say the disk, not the file, is the problem
+DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+ROOM_NEEDED = "about 3 GB for Apple's checkpoint and its conversion"
+
+
+def disk_problem(e: BaseException, folder: Path) -> DiskProblem | None:
+    """A `DiskProblem` naming `folder` and the fix when `e` (or what caused it) is a full or unwritable disk."""
+    while e is not None and not (isinstance(e, OSError) and e.errno in DISK_ERRNOS):
+        e = e.__cause__ or e.__context__
+    if e is None:
+        return None
+    return DiskProblem(f"the model files could not be written to {folder} ({e.strerror or e}). Fix: free space "
+                       f"there ({ROOM_NEEDED}) or make it writable, or point HF_HOME at a writable disk with room")
 
 
 class RepoUnavailable(ModelFileError):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..engine.events import ModelFileError
 from . import official
-from .hub import Hub, HubUnreachable, RepoUnavailable
+from .hub import DiskProblem, Hub, HubUnreachable, RepoUnavailable, disk_problem
 from .official import DEFAULT_MODEL
 from .pins import PinMismatch
 from .sources import LOCAL_NAMES, PARTS, SOURCES, Candidate, Source
@@ -64,8 +64,12 @@ def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Pat
             if hub.report:
                 hub.report(f"{model} unavailable; using the prebuilt files")
         except (ModelFileError, ValueError, OSError) as e:  # fetched, but not converted: say so, use nothing else
-            raise ModelFileError(f"{model} {'is not ready' if look_only else 'could not be converted'}: {e}") from e
-    return _prebuilt(vision, llm, models_dir, download and not look_only, SOURCES["prebuilt"], hub)
+            raise disk_problem(e, hub.own_dir.parent) or ModelFileError(
+                f"{model} {'is not ready' if look_only else 'could not be converted'}: {e}") from e
+    try:
+        return _prebuilt(vision, llm, models_dir, download and not look_only, SOURCES["prebuilt"], hub)
+    except OSError as e:  # a full or read-only cache while downloading or linking
+        raise disk_problem(e, hub.own_dir.parent) or e
 
 
 def _official(model: str, hub: Hub, quant: str, download: bool, threads: int | None, convert: bool) -> ModelPaths:
@@ -82,8 +86,8 @@ def _prebuilt(vision: Path | None, llm: Path | None, models_dir: Path | None, do
     for part, explicit in (("vision", vision), ("llm", llm)):
         try:
             found[part], origin[part] = _one(part, explicit, models_dir, download, src, hub)
-        except PinMismatch:
-            raise  # not missing: there, and refused (its message says how to re-pin)
+        except (PinMismatch, DiskProblem):
+            raise  # not missing: there and refused (its message says how to re-pin), or no room to write it
         except ModelFileError as e:
             missing.append(str(e))
     if missing:

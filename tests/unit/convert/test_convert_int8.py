@@ -29,6 +29,26 @@ def test_a_file_whose_embeddings_are_nan_on_any_image_fails_the_gate(tmp_path):
     assert kept.path is None and not dst.exists()  # was kept, and reported as written
 
 
+def test_an_int8_file_gets_its_name_only_after_passing_the_gate(tmp_path):
+    """Quantized straight to its final name, a run stopped during the gate left an ungated file that
+    `--vision int8` then used; and a file from an older graph stayed beside a new one that failed."""
+    a = [np.ones((1, 4, 8), np.float32)]
+    dst = tmp_path / "vision-int8-ort.onnx"
+    dst.write_bytes(b"older")
+
+    def stopped(path):
+        assert not dst.exists() and path.exists()  # gated under another name
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        int8._one("onnxruntime", lambda src, out, calib: out.write_bytes(b"int8"), tmp_path / "vision.onnx", dst,
+                  None, [0], a, stopped)
+    assert list(tmp_path.iterdir()) == []
+    kept = int8._one("onnxruntime", lambda src, out, calib: out.write_bytes(b"int8"), tmp_path / "vision.onnx", dst,
+                     None, [0], a, lambda path: lambda pixels: a[pixels])
+    assert kept.path == dst and dst.read_bytes() == b"int8" and list(tmp_path.iterdir()) == [dst]
+
+
 def test_calibration_images_are_deterministic_and_varied():
     a, b = int8.calibration_images(6), int8.calibration_images(6)
     assert [im.tobytes() for im in a] == [im.tobytes() for im in b]

@@ -3,6 +3,7 @@ the official source's fallback to the prebuilt files only when the checkpoint ca
 
 from __future__ import annotations
 
+import errno
 import importlib
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from fastvlm.convert.checkpoint import CheckpointError
 from fastvlm.engine.events import ModelFileError
 from fastvlm.weights import Hub, HubUnreachable, resolve
-from fastvlm.weights.hub import RepoUnavailable
+from fastvlm.weights.hub import DiskProblem, RepoUnavailable
 
 resolve_module = importlib.import_module("fastvlm.weights.resolve")  # the package re-exports the function
 
@@ -53,7 +54,7 @@ def test_a_quant_typo_fails_before_anything_is_fetched(monkeypatch):
 
 
 @pytest.mark.parametrize("error", [CheckpointError("checkpoint.py: a tensor this converter does not know"),
-                                   OSError(28, "No space left on device"),
+                                   OSError(5, "Input/output error"),
                                    ModelFileError("apple/FastVLM-0.5B has no config.json + *.safetensors")])
 def test_a_checkpoint_that_was_fetched_but_not_converted_is_an_error_not_the_prebuilt_files(monkeypatch, error):
     _official_raises(monkeypatch, error)
@@ -69,6 +70,29 @@ def test_a_checkpoint_that_cannot_be_fetched_falls_back_but_never_under_exact(mo
     assert resolve(hub=Hub()) is PREBUILT
     with pytest.raises(ModelFileError, match="--exact runs only the official checkpoint"):
         resolve(quant="f32", hub=Hub(), exact=True)
+
+
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
+                                   OSError(errno.EROFS, "Read-only file system")])
+def test_a_full_or_read_only_disk_while_converting_names_the_folder_and_the_fix(monkeypatch, tmp_path, error):
+    _official_raises(monkeypatch, error)
+    with pytest.raises(DiskProblem, match=r"could not be written to .*Fix: free space there") as e:
+        resolve(hub=Hub(cache_dir=tmp_path / "hub"))
+    assert str(tmp_path) in str(e.value) and error.strerror in str(e.value)
+
+
+def test_a_full_disk_while_downloading_the_prebuilt_files_is_a_clear_error_not_a_traceback(monkeypatch, tmp_path):
+    """huggingface_hub lets the OSError of a full disk through; it used to reach the user as a traceback, or be
+    listed as 'not available' with advice to connect to the internet."""
+    import huggingface_hub as hf
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(hf, "hf_hub_download", full)
+    with pytest.raises(DiskProblem, match="No space left on device") as e:
+        resolve(source="prebuilt", hub=Hub(cache_dir=tmp_path / "hub"))
+    assert "connect to the internet" not in str(e.value)
 
 
 def test_linking_a_file_in_place_never_touches_another_replicas_link_in_flight(tmp_path):

@@ -27,7 +27,6 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
-        _refresh_while_loading(engine, settings, header, loading=info.get("state") == "loading")
         with gr.Tabs():
             with gr.Tab("Image", id="image", elem_id="tab-image"):
                 resolution = build_image_tab(engine, settings)
@@ -40,6 +39,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None)
                 build_live_tab(engine, settings)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
+        _refresh_while_loading(engine, settings, header, resolution, loading=info.get("state") == "loading")
         _free_closed_sessions(demo)
     demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
     demo.page_head = capture_head(settings)  # how the microphones are opened; app.launch puts it in the page
@@ -62,16 +62,20 @@ def _keep_sessions(*sessions):
     return sessions if len(sessions) > 1 else sessions[0]
 
 
-def _refresh_while_loading(engine: Backend, settings: AppSettings, header: gr.Markdown, loading: bool) -> None:
-    """While the model loads in the background, update the header every second until it is ready."""
+def _refresh_while_loading(engine: Backend, settings: AppSettings, header: gr.Markdown, resolution: gr.Radio,
+                           loading: bool) -> None:
+    """While the model loads in the background, update the header every second until it is ready, and then the
+    resolution Radio to the sizes the loaded model serves (a page opened during the load kept the sizes it
+    opened with)."""
     timer = gr.Timer(1.0, active=loading)
 
     def refresh():
         info = engine.describe()
         done = info.get("state", "ready") != "loading"
-        return header_markdown(info, settings.title), gr.Timer(active=not done)
+        return (header_markdown(info, settings.title), gr.Timer(active=not done),
+                resolution_radio(info) if done else gr.skip())
 
-    timer.tick(refresh, outputs=[header, timer], show_progress="hidden", queue=False)
+    timer.tick(refresh, outputs=[header, timer, resolution], show_progress="hidden", queue=False)
 
 
 def launch_style() -> dict:

@@ -277,3 +277,29 @@ def test_the_resolution_choice_offers_only_what_the_vision_graph_serves():
     assert [v for _, v in resolution_choices(1024)] == [1024, 512]
     assert [v for _, v in resolution_choices(1024, [1024])] == [1024]  # a graph exported for 1024 only
     assert [v for _, v in resolution_choices(128)] == [1024, 512, 128]
+
+
+class LoadingBackend(BusyBackend):
+    """The app's engine while its background load runs, then loaded with a graph that serves 1024 px only."""
+
+    def __init__(self):
+        self.info = {"state": "loading", "resolution": 1024, "busy": True}
+
+    def describe(self):
+        return self.info
+
+
+def test_a_page_opened_while_the_model_loads_gets_the_loaded_models_sizes():
+    """The Radio offered 1024 and 512 until the page was reloaded, though the loaded graph serves only 1024."""
+    from ui import create_app
+
+    backend = LoadingBackend()
+    demo = create_app(backend)
+    refresh = next(fn for fn in demo.fns.values() if fn.name == "refresh")
+    radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "image-resolution")
+    assert radio in refresh.outputs
+    backend.info = {"state": "loading", "resolution": 1024, "busy": True, "stage": "converting"}
+    assert not isinstance(refresh.fn()[refresh.outputs.index(radio)], gr.Radio)  # left as it is: nothing known yet
+    backend.info = {"state": "ready", "resolution": 1024, "resolutions": [1024]}
+    update = refresh.fn()[refresh.outputs.index(radio)]
+    assert [v for _, v in update.choices] == [1024] and update.value == 1024

@@ -2,8 +2,8 @@
 
 FastVLM's reference pipeline: LLaVA's `expand2square` (centred on black, the image mean of FastVLM's
 processor), then the CLIP image processor without normalisation (BICUBIC to S x S, x/255). Never crops.
-Decisions: alpha is dropped (`convert("RGB")`, as FastVLM's training and `predict.py` do; transformers 5
-composites onto white instead). 16-bit, 32-bit integer and float grey images are scaled to 8 bits, not
+Decisions: transparency is composited onto white, as transformers' processor (the reference) and a browser
+show it (FastVLM's `predict.py` drops alpha, so black text on a transparent background became all black). 16-bit, 32-bit integer and float grey images are scaled to 8 bits, not
 clipped. Arrays must be uint8 HxW, HxWx1, HxWx3 or HxWx4, or float in [0, 1] (x255, rounded). Animated
 images give their first frame; EXIF orientation is applied.
 """
@@ -164,9 +164,10 @@ def _to_rgb(image: Image.Image) -> Image.Image:
     if mode.startswith("I;16") or mode in ("I", "F"):
         log.debug("scaling a %s image to 8 bits", mode)
         return Image.fromarray(_grey_to_uint8(image)).convert("RGB")
-    if mode in ("P", "PA"):
-        image = image.convert("RGBA")  # palette transparency goes through RGBA (Pillow warns otherwise)
     try:
+        if "A" in image.getbands() or "transparency" in image.info:  # alpha, or a transparent colour or index
+            white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+            return Image.alpha_composite(white, image.convert("RGBA")).convert("RGB")
         return image.convert("RGB")
     except ValueError as e:
         raise InputError(f"images in PIL mode {mode!r} are not supported: convert the image to RGB first") from e

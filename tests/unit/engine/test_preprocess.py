@@ -68,6 +68,13 @@ def test_non_square_images_match_transformers_on_the_padded_image(width, height,
     assert not np.array_equal(ours, reference_pixels(image, size))
 
 
+@pytest.mark.parametrize("mode", ["RGBA", "LA"])
+def test_transparent_images_match_transformers(mode):
+    """transformers' processor composites transparency onto white (its `convert_to_rgb`): so do we."""
+    image = noise(64, 64, seed=5, mode=mode)  # alpha varies per pixel
+    assert np.array_equal(to_pixels(load_image(image), 64), reference_pixels(image, 64))
+
+
 # --- padding, cropping, output --------------------------------------------------------------------
 
 
@@ -165,10 +172,12 @@ def _palette(mode: str) -> Image.Image:
     return image
 
 
-MODES = {  # mode -> (image, expected RGB of every pixel); alpha is dropped, not composited
-    "RGBA": (Image.new("RGBA", (4, 4), (10, 20, 30, 0)), (10, 20, 30)),
-    "LA": (Image.new("LA", (4, 4), (77, 0)), (77, 77, 77)),
-    "PA": (_palette("PA"), (10, 20, 30)),
+MODES = {  # mode -> (image, expected RGB of every pixel); transparency is composited onto white
+    "RGBA": (Image.new("RGBA", (4, 4), (10, 20, 30, 255)), (10, 20, 30)),
+    "clear RGBA": (Image.new("RGBA", (4, 4), (10, 20, 30, 0)), (255, 255, 255)),
+    "LA": (Image.new("LA", (4, 4), (77, 255)), (77, 77, 77)),
+    "clear LA": (Image.new("LA", (4, 4), (77, 0)), (255, 255, 255)),
+    "clear PA": (_palette("PA"), (255, 255, 255)),
     "P": (_palette("P"), (10, 20, 30)),
     "L": (Image.new("L", (4, 4), 99), (99, 99, 99)),
     "I;16": (Image.new("I;16", (4, 4), 25700), (100, 100, 100)),  # 16-bit: /257, not stretched
@@ -191,8 +200,19 @@ def test_every_mode_converts_to_rgb(mode):
 def test_palette_transparency_converts_without_warnings(recwarn):
     image = _palette("P")
     image.info["transparency"] = bytes([0] * 256)
-    assert (np.asarray(load_image(encode(image, "PNG"))) == (10, 20, 30)).all()
+    assert (np.asarray(load_image(encode(image, "PNG"))) == (255, 255, 255)).all()  # index 0 is transparent
     assert not recwarn.list
+
+
+def test_black_text_on_a_transparent_background_stays_readable():
+    """A logo or diagram saved with black under its transparent areas: with alpha dropped the model saw one black
+    square; composited onto white it sees what a browser shows."""
+    logo = np.zeros((8, 8, 4), np.uint8)
+    logo[3:5, :, 3] = 255  # an opaque black bar; elsewhere black, fully transparent
+    grey = np.asarray(load_image(encode(Image.fromarray(logo), "PNG")))[..., 0]
+    assert (grey[3:5] == 0).all() and (grey[:3] == 255).all() and (grey[5:] == 255).all()
+    half = load_image(Image.new("RGBA", (2, 2), (0, 0, 0, 128)))
+    assert (np.asarray(half) == 127).all()  # 255 * (1 - 128/255)
 
 
 @pytest.mark.parametrize("mode", ["I;16", "I"])

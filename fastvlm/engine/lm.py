@@ -22,6 +22,7 @@ from .config import EngineConfig, GenerationOptions
 from .events import ModelFileError, StopReason
 from .kv import Chunk, Part, Snapshot, SnapshotStore, chunks, common_prefix, identities
 from .llamalib import context_params, cpu_variant, import_llama, model_params
+from .prompt import encodable
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class LlamaLM:
 
     # -- text ---------------------------------------------------------------
     def tokenize(self, text: str, *, special: bool) -> list[int]:
-        data = text.encode("utf-8")
+        data = encodable(text).encode("utf-8")  # an earlier answer or an answer so far may hold a surrogate
         n_max = len(data) + 8
         buf = (self._ll.llama_token * n_max)()
         n = self._ll.llama_tokenize(self._vocab, data, len(data), buf, n_max, False, special)

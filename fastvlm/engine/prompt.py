@@ -34,11 +34,18 @@ class Turn:
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """Text that encodes as UTF-8: a lone UTF-16 surrogate (half an emoji, valid in JSON as "\\ud83d") becomes
+    U+FFFD, the replacement character, instead of failing the request after its image was encoded."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def clean_user_text(text: str) -> str:
-    """Drop NULs and control characters (tabs and newlines stay); strip outer whitespace."""
-    return _CONTROL.sub("", text).strip()
+    """Drop NULs and control characters (tabs and newlines stay), replace lone surrogates; strip outer whitespace."""
+    return encodable(_CONTROL.sub("", text)).strip()
 
 
 def question_or_default(question: str) -> str:

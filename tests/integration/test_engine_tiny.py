@@ -168,3 +168,13 @@ def test_a_questions_words_prepared_while_it_is_spoken_are_reused_and_change_not
     assert r.stats.reused_tokens >= frame_only.stats.reused_tokens + len(tiny_engine.lm.tokenize(
         "\n" + heard[:common].rstrip(), special=False)) - 1  # the last position is evaluated again, for its logits
     assert r.text == uncached.answer(Request(b, question, options=GREEDY)).text
+
+
+def test_a_lone_surrogate_anywhere_in_the_text_is_answered_not_a_crash(tiny_engine):
+    """Half an emoji ("\\ud83d", valid JSON) in the question, an earlier answer or the answer so far raised
+    UnicodeEncodeError in the tokenizer: a 500 from the API, "the model failed" in the page."""
+    (img,) = images(1)
+    history = (Turn("what is this \ud83d?", "a cat \udc31"),)
+    r = tiny_engine.answer(Request(img, "and \ud83d this?", history, GenerationOptions(max_new_tokens=24),
+                                   answer_so_far="It is \udc31"))
+    assert r.stats.new_tokens >= 1

@@ -3,8 +3,9 @@
 FastVLM's reference pipeline: LLaVA's `expand2square` (centred on black, the image mean of FastVLM's
 processor), then the CLIP image processor without normalisation (BICUBIC to S x S, x/255). Never crops.
 Decisions: transparency is composited onto white, as transformers' processor (the reference) and a browser
-show it (FastVLM's `predict.py` drops alpha, so black text on a transparent background became all black). 16-bit, 32-bit integer and float grey images are scaled to 8 bits, not
-clipped. Arrays must be uint8 HxW, HxWx1, HxWx3 or HxWx4, or float in [0, 1] (x255, rounded). Animated
+show it (FastVLM's `predict.py` drops alpha, so black text on a transparent background became all black).
+16-bit, 32-bit integer and float grey images are scaled to 8 bits, not clipped. Arrays must be uint8 HxW,
+HxWx1, HxWx3 or HxWx4, or float in [0, 1] (x255, rounded). Animated
 images give their first frame; EXIF orientation is applied.
 """
 

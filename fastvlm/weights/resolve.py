@@ -69,7 +69,10 @@ def resolve(vision: Path | None = None, llm: Path | None = None, models_dir: Pat
     try:
         return _prebuilt(vision, llm, models_dir, download and not look_only, SOURCES["prebuilt"], hub)
     except OSError as e:  # a full or read-only cache while downloading or linking
-        raise disk_problem(e, hub.own_dir.parent) or e
+        problem = disk_problem(e, hub.own_dir.parent)
+        if problem is None:
+            raise
+        raise problem from e
 
 
 def _official(model: str, hub: Hub, quant: str, download: bool, threads: int | None, convert: bool) -> ModelPaths:

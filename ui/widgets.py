@@ -3,6 +3,8 @@ page updates, the one-answer-at-a-time guard, and an image input whose bad uploa
 
 from __future__ import annotations
 
+import base64
+import binascii
 import html
 import json
 import logging
@@ -13,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from PIL import Image as PILImage
+import numpy as np
 
 from fastvlm.engine.cancel import CancelToken
-from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS
+from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS, load_image
 from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, ModelFileError, Notice, Stats, TextDelta
 
 from .readahead import ReadAhead
@@ -236,27 +238,36 @@ def readable_uploads(image: gr.Image) -> gr.Image:
 
 
 def bounded_frames(image: gr.Image, max_pixels: int = DEFAULT_MAX_PIXELS) -> gr.Image:
-    """Make `image` (a webcam's, decoded to an array by Gradio) refuse a file of more than `max_pixels` from its
-    header, before Gradio decodes it: its endpoint takes any file from an API caller, and a 0.5 MB PNG of 169
-    megapixels decodes to 0.5 GB (PIL only refuses beyond 179)."""
-    decode = image.preprocess
+    """Make `image` (a webcam's, wanted as an array) decode its file as the engine decodes any image
+    (`preprocess.load_image`: only the formats it takes, the size limit checked from the header, transparency on
+    white) instead of Gradio's decode: its endpoint takes any file from an API caller, and Gradio's decode made a
+    0.5 MB PNG of 169 megapixels a 0.5 GB array, a GIF its palette indices, and handed an EPS to Ghostscript."""
 
     def preprocess(payload):
-        path = getattr(payload, "path", None)
-        if path:
-            try:
-                with PILImage.open(path) as header:
-                    width, height = header.size
-            except Exception:  # not an image: Gradio's own decode says so
-                width = height = 0
-            if width * height > max_pixels:
-                raise gr.Error(f"This image is {width}×{height} pixels; the most this app takes is "
-                               f"{max_pixels / 1e6:.0f} megapixels: downscale it and send it again.",
-                               title="Image too large", print_exception=False)
-        return decode(payload)
+        if payload is None:
+            return None
+        try:
+            return np.asarray(load_image(_frame_source(payload), max_pixels))
+        except InputError as e:
+            raise gr.Error(f"This frame cannot be used: {e}.", title="Cannot use this image",
+                           print_exception=False) from e
 
     image.preprocess = preprocess
     return image
+
+
+def _frame_source(payload) -> str | bytes:
+    """A webcam payload's file, or the bytes of its data URL."""
+    url = getattr(payload, "url", None) or ""
+    if url.startswith("data:"):
+        try:
+            return base64.b64decode(url.partition(",")[2], validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise InputError("the frame's data URL is not base64") from e
+    path = getattr(payload, "path", None)
+    if not path:
+        raise InputError("no frame came with the request")
+    return path
 
 
 # -- header -----------------------------------------------------------------------------------------

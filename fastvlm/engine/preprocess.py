@@ -34,7 +34,10 @@ DEFAULT_MAX_PIXELS = 64_000_000
 # Padded to a square, a longer strip keeps under 1/20 of the side for its content (51 px of 1024): the model
 # cannot read it, and the cost would grow with the long side. Longer strips are refused; crop or split them.
 DEFAULT_MAX_ASPECT = 20.0
-FORMATS_HINT = "send a PNG, JPEG, WebP, GIF, BMP or TIFF image"
+FORMATS_HINT = "send a PNG, JPEG, WebP, GIF, BMP, TIFF or AVIF image"
+# What an encoded image may be (JPEG includes a phone's MPO). Never the rest of what PIL opens: EPS and PS hand
+# the file to Ghostscript, with no time limit, whatever the file's name says.
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF", "AVIF")
 # uint8 -> float32 exactly as transformers' `rescale`: float64 multiply by 1/255, then cast to float32.
 _RESCALE = (np.arange(256, dtype=np.float64) * (1 / 255)).astype(np.float32)
 
@@ -69,7 +72,8 @@ def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS,
         if not data:
             raise InputError(f"{what} is empty (0 bytes): the upload failed; send the image again")
         fp = io.BytesIO(data)
-    with _decoding(what), Image.open(fp) as im:
+    Image.init()  # every plugin registered (once): with `formats`, PIL would open only the few it preloads
+    with _decoding(what), Image.open(fp, formats=FORMATS) as im:
         return _to_rgb(_decode(im, what, *limits))
 
 
@@ -122,7 +126,7 @@ def _check_size(width: int, height: int, what: str, max_pixels: int, max_aspect:
 def _decode(im: Image.Image, what: str, max_pixels: int, max_aspect: float) -> Image.Image:
     """Size check from the header, then frame 0, pixels and EXIF orientation; returns a new image."""
     _check_size(*im.size, what, max_pixels, max_aspect)
-    if getattr(im, "n_frames", 1) > 1 and im.tell() != 0:
+    if im.tell() != 0:  # not `n_frames` first: that reads every frame of an animation
         im.seek(0)
     im.load()
     return ImageOps.exif_transpose(im)  # a copy, even when there is no orientation tag

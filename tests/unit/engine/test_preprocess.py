@@ -166,6 +166,30 @@ def test_animated_gif_uses_the_first_frame():
         assert np.array_equal(np.asarray(load_image(gif))[0, 0], (255, 0, 0))
 
 
+def test_a_gif_is_not_read_to_its_last_frame_to_use_its_first(monkeypatch):
+    """`n_frames` reads every frame: 800 000 tiny frames (18 MB) took 2.4 s, inside the engine's lock."""
+    from PIL import GifImagePlugin
+
+    frames = [Image.new("RGB", (8, 8), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    data = encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    monkeypatch.setattr(GifImagePlugin.GifImageFile, "n_frames",
+                        property(lambda self: pytest.fail("counted every frame")))
+    assert np.array_equal(np.asarray(load_image(data))[0, 0], (255, 0, 0))
+
+
+def test_postscript_is_refused_whatever_its_name_and_never_reaches_ghostscript(tmp_path, monkeypatch):
+    """PIL opens EPS by handing it to Ghostscript, with no time limit: a PostScript loop held the engine."""
+    from PIL import EpsImagePlugin
+
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: pytest.fail("ran Ghostscript"))
+    monkeypatch.setattr(EpsImagePlugin, "has_ghostscript", lambda: True)
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n{ } loop\n"
+    (tmp_path / "photo.png").write_bytes(eps)
+    for source in (eps, tmp_path / "photo.png"):
+        with pytest.raises(InputError, match="not an image PIL can read"):
+            load_image(source)
+
+
 def _palette(mode: str) -> Image.Image:
     image = Image.new(mode, (4, 4))
     image.putpalette([10, 20, 30] * 256)

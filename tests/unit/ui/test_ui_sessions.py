@@ -52,8 +52,29 @@ def test_a_camera_endpoint_refuses_a_huge_image_before_it_is_decoded(tmp_path, c
     decoded = []
     monkeypatch.setattr(ImageFile.ImageFile, "load",
                         lambda im, real=ImageFile.ImageFile.load: decoded.append(im.size) or real(im))
-    with pytest.raises(gr.Error, match="9000×9000 pixels; the most this app takes is 64 megapixels"):
+    with pytest.raises(gr.Error, match=r"9000x9000 = 81,000,000 pixels, above the limit of 64,000,000"):
         component.preprocess(ImageData(path=str(huge), orig_name="huge.png"))
     assert decoded == []  # refused from its header (was: decoded)
     assert component.preprocess(ImageData(path=str(fine), orig_name="fine.png")).shape == (480, 640, 3)
     assert set(decoded) == {(640, 480)}  # (the spy sees a decode)
+
+
+def test_a_camera_endpoint_decodes_a_file_as_the_engine_does(tmp_path, monkeypatch):
+    """Gradio's own decode gave an animated GIF's palette indices (the model saw black), clipped a 16-bit image
+    to white, and handed an EPS named .png to Ghostscript; the Image tab and the API decode each the same way."""
+    from PIL import EpsImagePlugin
+
+    engine = Engine(FakeVision(), FakeLM(b"x"), EngineConfig(vision_path="v.onnx", llm_path="m.gguf",
+                                                              resolution=128, threads=1))
+    camera = next(b for b in create_app(engine).blocks.values() if getattr(b, "elem_id", None) == "snapshot-camera")
+    red = [Image.new("RGB", (16, 16), (255, 0, 0)), Image.new("RGB", (16, 16), (0, 0, 255))]
+    red[0].save(tmp_path / "red.gif", save_all=True, append_images=red[1:], duration=100)
+    Image.fromarray(np.full((8, 8), 20000, np.uint16)).save(tmp_path / "grey16.png")
+    (tmp_path / "photo.png").write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n")
+    assert camera.preprocess(ImageData(path=str(tmp_path / "red.gif"))).shape == (16, 16, 3)
+    assert camera.preprocess(ImageData(path=str(tmp_path / "red.gif")))[0, 0].tolist() == [255, 0, 0]
+    assert camera.preprocess(ImageData(path=str(tmp_path / "grey16.png")))[0, 0].tolist() == [78, 78, 78]
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: pytest.fail("ran Ghostscript"))
+    monkeypatch.setattr(EpsImagePlugin, "has_ghostscript", lambda: True)
+    with pytest.raises(gr.Error, match="not an image PIL can read"):
+        camera.preprocess(ImageData(path=str(tmp_path / "photo.png")))

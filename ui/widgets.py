@@ -32,7 +32,7 @@ SNAPSHOT_PRESETS = ("What am I holding?", "What am I doing?", "Is there any text
 LIVE_PRESETS = ("Describe briefly.", "What am I holding?", "What am I doing?", "Is there any text visible?")
 
 STILL_ANSWERING = "Still answering your last question: wait for it, or press Stop."
-UNREADABLE = "This file is not an image that can be read: send a PNG, JPEG, WebP, GIF, BMP or TIFF image."
+UNREADABLE = "This file is not an image that can be read: send a PNG, JPEG, WebP, GIF, BMP, TIFF or AVIF image."
 GONE = ("This image is no longer on the server (uploads left unused for a while are deleted): upload it again, "
         "then ask.")
 BUSY = "The model is answering other requests: try again in a moment"

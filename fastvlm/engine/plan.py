@@ -57,6 +57,9 @@ def _count(token_lists: list[list[int] | None], n_image: int) -> int:
     return sum(n_image if ids is None else len(ids) for ids in token_lists)
 
 
+GAP = "\n…\n"  # where a question too long for the context lost its middle
+
+
 def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int,
          answer_so_far: Sequence[int] = ()) -> Plan:
     """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question.
@@ -85,8 +88,9 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
         if keep < 1:
             raise InputError(f"the image and the prompt alone need {total - len(lists[q])} of the {budget} positions "
                              "the context leaves: lower the resolution, or start the server with a larger --n-ctx")
-        notices.append(f"The question was too long and was cut to its first {keep} tokens.")
-        lists[q] = lists[q][:keep]
+        lists[q] = _shorten(lists[q], keep, tokenize(GAP, special=False))
+        notices.append(f"The question was too long for the context: its middle was left out ({keep} of its "
+                       f"{keep + total - budget} tokens kept, from its start and its end).")
         total = budget
     return Plan(to_parts([*lists, said], image), total + len(said), tuple(notices))
 
@@ -107,6 +111,15 @@ def _newest_that_fit(question: str, history: tuple[Turn, ...], n_image: int, tok
             break
         n += 1
     return history[len(history) - n:]
+
+
+def _shorten(ids: list[int], keep: int, gap: list[int]) -> list[int]:
+    """`keep` of `ids`: their start and their end with `gap` between (a question pasted after a long text, or a
+    text after a question, keeps both); only the end when too few are kept for that."""
+    if keep < 2 * len(gap) + 2:
+        return ids[len(ids) - keep:]
+    head = (keep - len(gap)) // 2
+    return ids[:head] + gap + ids[len(ids) - (keep - len(gap) - head):]
 
 
 def _question_index(lists: list[list[int] | None]) -> int:

@@ -79,3 +79,15 @@ def test_turns_beyond_the_cap_are_never_looked_at():
     assert tokenize.chars < 3 * MAX_TURNS * (2 + sum(map(len, prompt.turn_markers())))  # not 10500 turns
     assert p.positions == sum(len(x) if x is not None else 16 for x in
                               tokenize_segments(prompt.build("last?", history[-MAX_TURNS:]), FakeLM().tokenize))
+
+
+def test_a_question_too_long_for_the_context_keeps_its_start_and_its_end():
+    """A log pasted before the question: cut to its first tokens, the question itself never reached the model."""
+    lm = FakeLM()  # one token a byte
+    question = "LOG " + "x" * 3000 + " QUESTION: what failed?"
+    whole = plan("q", (), IMAGE, lm.tokenize, 4096)
+    p = plan(question, (), IMAGE, lm.tokenize, whole.positions + 200)
+    assert p.positions == whole.positions + 200
+    text = bytes(i for part in p.parts if hasattr(part, "ids") for i in part.ids if i < 256).decode("utf-8", "replace")
+    assert "LOG xx" in text and "QUESTION: what failed?" in text and "\n…\n" in text
+    assert any("middle was left out" in n for n in p.notices)

@@ -36,6 +36,9 @@ class SpeechConfig:
     # semantic: sound back in a pause's last 0.1 s (louder than the pause, before the VAD calls it speech) holds
     # the end up to this much longer, until the VAD says whether the person goes on (docs/speech.md)
     turn_hold_ms: int = 150
+    # semantic: a question that may be finished or not ("What is that?", "What am I pointing at?": a "?" after a
+    # word that can end a question but often dangles) ends after this much silence, not the fallback's
+    turn_unsure_silence_ms: int = 1000
     turn_max_silence_ms: int = 2000  # semantic: an unfinished one ends anyway after this much silence
     end_silence_ms: int = 700  # silence: the silence after speech that ends an utterance
     # while a question is spoken (once its frame is prepared), Whisper hears the speech so far every this many
@@ -72,6 +75,8 @@ class SpeechConfig:
             raise ValueError("need 32 <= turn_pause_ms <= turn_min_silence_ms < turn_max_silence_ms")
         if not self.turn_pause_ms <= self.turn_confirm_silence_ms < self.turn_max_silence_ms:
             raise ValueError("need turn_pause_ms <= turn_confirm_silence_ms < turn_max_silence_ms")
+        if not self.turn_confirm_silence_ms <= self.turn_unsure_silence_ms <= self.turn_max_silence_ms:
+            raise ValueError("need turn_confirm_silence_ms <= turn_unsure_silence_ms <= turn_max_silence_ms")
         if not 0 <= self.turn_hold_ms <= 500:
             raise ValueError("turn_hold_ms must be in 0..500 (0: the end never waits for the VAD)")
         if self.words_ahead_s < 0:

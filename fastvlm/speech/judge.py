@@ -31,10 +31,14 @@ SMART_TURN_FILE = "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
 SMART_TURN_INSTALL = f"pip install --no-deps {SMART_TURN_WHEEL}==1.14.0 (only its ONNX file is used)"
 _SMART_TURN_S = 8  # the model hears the last 8 s, zero-padded in front
 
-# A finished English question does not end on a word of `DANGLING` (articles, prepositions, auxiliaries,
-# question words, fillers...). "What is this?" ends on "this": finished; "Where is" is not. "that" is in it:
-# Whisper hears a trailing "the" as "that" ("What color is the" -> "What color is that?"), and waiting up to the
-# fallback silence for "What is that?" costs less than cutting a question in half.
+# A finished English question seldom ends on a word of `DANGLING` (articles, prepositions, auxiliaries, question
+# words, fillers...). "What is this?" ends on "this": finished; "Where is" is not. Some of those words do end
+# common questions ("What is that?", "What am I pointing at?", "Do you know what this is?"), and Whisper hears a
+# trailing "the" as "that" ("What color is the" -> "What color is that?"): such a word with a question mark after
+# it is unsure, and the question ends after a longer silence (`turn_unsure_silence_ms`) than a finished one.
+CAN_END = frozenset("""
+of on in at to for with from by about into onto behind under over near between like that
+is are was were am be been do does did can could will would should shall may might must has have had""".split())
 _TRAILING = re.compile(r"(\.\.\.|…|,|-|–|—)\s*$")
 _WORDS = re.compile(r"[a-z']+")
 
@@ -44,6 +48,7 @@ class Verdict:
     complete: bool
     reason: str  # why, for logs and the bench ("ends on 'the'", "p=0.91")
     probability: float | None = None  # the model's P(finished), where a model judged
+    unsure: bool = False  # finished or not: the end waits for `turn_unsure_silence_ms`, not the usual silence
     elapsed_s: float = 0.0
 
 
@@ -56,7 +61,8 @@ class TurnJudge(Protocol):
 
 
 class TranscriptJudge:
-    """Finished unless the transcript is empty, trails off ('...', a comma) or ends on a dangling word."""
+    """Finished unless the transcript is empty, trails off ('...', a comma) or ends on a dangling word (unsure
+    when that word, followed by '?', can end a question)."""
 
     needs_transcript = True
 
@@ -67,6 +73,8 @@ class TranscriptJudge:
             return Verdict(False, "nothing heard yet")
         if _TRAILING.search(text):
             return Verdict(False, f"trails off: {text[-12:]!r}")
+        if words[-1] in CAN_END and text.endswith("?"):
+            return Verdict(True, f"ends on {words[-1]!r}?: unsure", unsure=True)
         if words[-1] in DANGLING:
             return Verdict(False, f"ends on {words[-1]!r}")
         return Verdict(True, f"ends on {words[-1]!r}")

@@ -9,7 +9,8 @@ Two rules (`SpeechConfig.end_of_turn`):
             verdict (an answer may be begun, not yet played), the end needs `turn_confirm_silence_ms` (550 ms:
             a person who pauses mid-question for 0.5 s goes on before it), and `TurnResumed` comes if the
             person speaks on first (drop what was begun). Not finished: the person is
-            waited for, up to `turn_max_silence_ms` (2 s) of silence, the fallback.
+            waited for, up to `turn_max_silence_ms` (2 s) of silence, the fallback. Unsure ("What is that?": a
+            word that often dangles, then "?"): finished, once the silence has lasted `turn_unsure_silence_ms` (1 s).
             A finished question's end waits up to `turn_hold_ms` (150 ms) more while sound has come back in
             the pause's last 0.1 s that the VAD has not yet called speech: it soon says whether the person went on.
             Speech over an answer (`over_answer`, set by the caller) in which Whisper hears no words (a cough,
@@ -103,6 +104,7 @@ class TurnTaker:
         self._end_silence_s = (c.turn_confirm_silence_ms if likely_events else c.turn_min_silence_ms) / 1000
         self._hold_s = c.turn_hold_ms / 1000
         self._no_words_s = c.turn_confirm_silence_ms / 1000
+        self._unsure_s = c.turn_unsure_silence_ms / 1000
         self._pause: _Pause | None = None
         self.ahead = WordsAhead(self._transcribe, c.words_ahead_s)
         self.over_answer = False  # the speech going on began over an answer: with no words in it, it ends sooner
@@ -191,7 +193,7 @@ class TurnTaker:
         if self.likely_events and not p.likely:
             p.likely = True
             out.append(TurnLikelyEnded(p.event.audio, p.event.start_s, p.event.end_s, p.transcript, verdict))
-        if self._waits(p, silence, self._end_silence_s):
+        if self._waits(p, silence, self._unsure_s if verdict.unsure else self._end_silence_s):
             return out
         log.debug("end of turn after %.2f s of silence: %s", silence, verdict.reason)
         return out + self._end(p, "judge", verdict)

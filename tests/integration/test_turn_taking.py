@@ -78,10 +78,21 @@ def test_sound_back_in_the_pause_holds_the_end_until_silero_hears_the_speech(whi
 
 
 def test_an_unfinished_question_is_waited_for_until_the_fallback_silence(whisper, espeak):
-    spoken = speak(espeak, ("What color is the",), 140, tail_s=3.0)
+    spoken = speak(espeak, ("Where is my",), 140, tail_s=3.0)
     [(end, seen)] = turns(whisper, spoken)
     assert end.by == "fallback" and not end.verdict.complete, end.verdict
     assert seen - spoken.end_s >= CONFIG.turn_max_silence_ms / 1000
+
+
+@pytest.mark.parametrize("words", ["What is that", "What am I pointing at", "What color is the"])
+def test_a_question_that_may_be_finished_ends_after_the_unsure_silence(whisper, espeak, words):
+    """"What is that?" waited the 2 s fallback. "What color is the" is heard as "What color is that?": it gets
+    the same longer silence, so a shorter hesitation there is still waited out."""
+    spoken = speak(espeak, (words,), 140, tail_s=3.0)
+    [(end, seen)] = turns(whisper, spoken)
+    assert end.by == "judge" and end.verdict.unsure, end.verdict
+    unsure_s = CONFIG.turn_unsure_silence_ms / 1000
+    assert unsure_s <= seen - spoken.end_s <= unsure_s + CONFIG.turn_hold_ms / 1000 + 0.1 + 0.15
 
 
 def test_hesitation_over_an_answer_is_over_at_the_confirming_silence_not_the_fallback(whisper, espeak):

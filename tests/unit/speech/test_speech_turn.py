@@ -68,15 +68,33 @@ def semantic(transcriber, likely_events=False, **options):
                      likely_events=likely_events)
 
 
-@pytest.mark.parametrize("text, complete", [
-    ("What color is the square?", True), ("What is this?", True), ("Describe the image.", True),
-    ("What color is that?", False),  # Whisper's way of hearing "What color is the": waited for, not cut
-    ("What color is the", False), ("Where is", False), ("What kind of...", False), ("Is it red, ", False),
-    ("um", False), ("", False), ("   ", False),
+@pytest.mark.parametrize("text, complete, unsure", [
+    ("What color is the square?", True, False), ("What is this?", True, False), ("Describe the image.", True, False),
+    ("What is that?", True, True), ("What am I pointing at?", True, True), ("Do you know what this is?", True, True),
+    ("What color is that?", True, True),  # also Whisper's way of hearing "What color is the": a longer silence
+    ("What is written on", False, False), ("What color is the?", False, False), ("Where is", False, False),
+    ("What kind of...", False, False), ("Is it red, ", False, False), ("um", False, False), ("", False, False),
+    ("   ", False, False),
 ])  # fmt: skip
-def test_the_transcript_judge_hears_a_question_that_trails_off(text, complete):
+def test_the_transcript_judge_hears_a_question_that_trails_off(text, complete, unsure):
     verdict = TranscriptJudge().judge(np.zeros(10, np.float32), Transcript(text, "en", 1.0))
-    assert verdict.complete is complete, verdict.reason
+    assert (verdict.complete, verdict.unsure) == (complete, unsure), verdict.reason
+
+
+def test_an_unsure_question_ends_after_the_unsure_silence_not_the_fallback():
+    """"What is that?" waited the 2 s fallback, like "What color is the"; a pause shorter than the unsure silence
+    is still waited out."""
+    unsure_s = SpeechConfig().turn_unsure_silence_ms / 1000  # 1 s
+    taker = semantic(ScriptedTranscriber("What is that?"), likely_events=True)
+    events = hear(taker, np.concatenate([voice(1.0), quiet(3.0)]))
+    [(end, seen)] = ends(events)
+    assert end.by == "judge" and end.verdict.unsure
+    assert unsure_s <= seen - 1.0 <= unsure_s + 0.1 + 0.04
+    assert any(isinstance(e, TurnLikelyEnded) for e, _ in events)  # the answer may begin at the verdict
+    taker = semantic(ScriptedTranscriber("What is that?", "What is that red thing?"), likely_events=True)
+    events = hear(taker, np.concatenate([voice(1.0), quiet(0.8), voice(0.6), quiet(1.5)]))
+    [(end, seen)] = ends(events)
+    assert end.transcript.result().text == "What is that red thing?"  # the 0.8 s pause did not cut it
 
 
 def test_the_detector_reports_each_pause_once_with_the_speech_so_far():

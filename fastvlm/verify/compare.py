@@ -129,7 +129,7 @@ def run_case(model, engine: Engine, probe: Probe, image, name: str, question: st
     return CaseResult(
         mode, seed, name, tuple(ref_tokens), tuple(probe.tokens),
         first_logits_diff=float(np.abs(probe.logits[0] - ref_logits[0]).max()),
-        forced_logits_diff=max(float(np.abs(a - b).max()) for a, b in zip(forced, ref_logits)),
+        forced_logits_diff=float(np.max([np.abs(a - b).max() for a, b in zip(forced, ref_logits)])),  # NaN stays
         forced_top1_agree=float(np.mean([a.argmax() == b.argmax() for a, b in zip(forced, ref_logits)])),
         vision_diff=float(np.abs(emb - feats).max()),
         vision_cosine=float(np.dot(emb.ravel(), feats.ravel()) / (np.linalg.norm(emb) * np.linalg.norm(feats))),

@@ -68,11 +68,11 @@ class ParityReport:
             if c.mode == "strict":
                 if c.agreed < self.new_tokens:
                     out.append(f"{where}: tokens agree for {c.agreed} of {self.new_tokens}")
-                if c.first_logits_diff > self.gates["strict"]:
+                if not c.first_logits_diff <= self.gates["strict"]:  # `not <=`: NaN fails
                     out.append(f"{where}: first-step logits differ by {c.first_logits_diff:.2e}")
-            elif c.mode in self.gates and c.forced_logits_diff > self.gates[c.mode]:
+            elif c.mode in self.gates and not c.forced_logits_diff <= self.gates[c.mode]:
                 out.append(f"{where}: teacher-forced logits differ by {c.forced_logits_diff:.3f}")
-            if not c.vision_cosine >= COSINE_GATE:  # every mode, so a wrong vision.onnx fails whatever the GGUF
+            if not c.vision_cosine >= COSINE_GATE:  # every mode, whatever the GGUF; NaN fails
                 out.append(f"{where}: image embeddings' cosine {c.vision_cosine:.5f} < {COSINE_GATE}")
         return out
 

@@ -211,9 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    """The files are resolved first: the answers are stamped with them, the engine loads them when needed."""
+    from ..bench.stats import machine_info
+    from ..engine.cpu import cpu_model
+    from ..engine.engine import Engine
     from ..eval import cli as eval_cli
+    from ..eval.runner import model_stamp
 
-    return eval_cli.run(args, load_engine)
+    paths = model_paths(args)
+    quant = "f32" if _exact(args) else args.quant
+    model = model_stamp(paths.vision, paths.llm, quant, args.vision_runtime, cpu_model())
+    return eval_cli.run(args, lambda a: Engine.load(engine_config(a, paths)), model, machine_info(args.threads))
 
 
 def _eval_convert(args: argparse.Namespace) -> int:

@@ -55,8 +55,11 @@ def default_out(task: str, data: Path) -> Path:
     return Path("eval-results") / f"{task}-{data.stem}.jsonl"
 
 
-def run(args: argparse.Namespace, engine_factory: Callable[[argparse.Namespace], AnswerEngine]) -> int:
-    """Run `eval`; returns the exit status. The engine is built only if some item is left to answer."""
+def run(args: argparse.Namespace, engine_factory: Callable[[argparse.Namespace], AnswerEngine],
+        model: dict | None = None, machine: dict | None = None) -> int:
+    """Run `eval`; returns the exit status. The engine is built only if some item is left to answer.
+    `model` (`runner.model_stamp`) is stamped on each answer and a resume must match it; `machine` goes
+    into the summary."""
     data: Path = args.data
     out: Path = args.out or default_out(args.task, data)
     settings = RunSettings(
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace, engine_factory: Callable[[argparse.Namespace],
         images_root=args.images_root or data.parent,
         max_new_tokens=args.max_tokens or PROMPTS[args.task].max_new_tokens,
         resolution=getattr(args, "resolution", None),
+        model=model,
+        machine=machine,
     )
     try:
         items = load_items(data, args.task)[: args.limit]

@@ -3,7 +3,7 @@
 Each answered item becomes one JSONL row, flushed at once:
 
     {"id", "question", "prediction", "answers", "time_s", "stop_reason",
-     "task", "max_new_tokens", "resolution"}            (+ "error": "Type: message" on failure)
+     "task", "max_new_tokens", "resolution", "model"}   (+ "error": "Type: message" on failure)
 
 A failed request is recorded with `"prediction": null` and counts as wrong; it is never retried,
 and no item is ever answered twice. On restart, ids already in the file are skipped, so an
@@ -46,10 +46,19 @@ class RunSettings:
     images_root: Path  # relative image paths are resolved here
     max_new_tokens: int
     resolution: int | None = None  # None: the engine's configured resolution
+    model: dict[str, Any] | None = None  # files (path, bytes), quant, vision runtime, CPU: stamped, see `model_stamp`
+    machine: dict[str, Any] | None = None  # `bench.stats.machine_info`: written into the summary only
 
     def stamp(self) -> dict[str, Any]:
         """The settings recorded in each row; a resumed run must match them."""
-        return {"task": self.task, "max_new_tokens": self.max_new_tokens, "resolution": self.resolution}
+        out = {"task": self.task, "max_new_tokens": self.max_new_tokens, "resolution": self.resolution}
+        return out | ({"model": self.model} if self.model is not None else {})
+
+
+def model_stamp(vision: Path, llm: Path, quant: str, vision_runtime: str, cpu: str) -> dict[str, Any]:
+    """What made the answers: the resolved files with their sizes, the GGUF type asked for, the runtime, the CPU."""
+    return {"vision": str(vision), "vision_bytes": Path(vision).stat().st_size, "llm": str(llm),
+            "llm_bytes": Path(llm).stat().st_size, "quant": quant, "vision_runtime": vision_runtime, "cpu": cpu}
 
 
 def summary_path(results: Path) -> Path:
@@ -79,9 +88,18 @@ def check_resume(done: dict[str, dict[str, Any]], settings: RunSettings, path: P
     for row in done.values():
         theirs = {k: row[k] for k in stamp if k in row}
         mismatch = {k: v for k, v in theirs.items() if v != stamp[k]}
+        if "model" in mismatch:
+            raise ResumeError(f"{path} holds answers made with another model or machine "
+                              f"({_model_change(mismatch['model'], stamp['model'])}); "
+                              "pass another --out, or delete the file to start over")
         if mismatch:
             raise ResumeError(f"{path} holds answers made with {mismatch} (now {stamp}); "
                               "pass another --out, or delete the file to start over")
+
+
+def _model_change(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    keys = [k for k in dict.fromkeys([*theirs, *ours]) if theirs.get(k) != ours.get(k)]
+    return ", ".join(f"{k} {theirs.get(k)} -> now {ours.get(k)}" for k in keys)
 
 
 def check_images(items: Sequence[Item], root: Path) -> None:
@@ -169,6 +187,7 @@ def evaluate(items: Sequence[Item], results: Path, settings: RunSettings,
             if callable(close):
                 close()
     summary = summarize(settings.task, items, done)
+    summary |= {k: v for k, v in (("model", settings.model), ("machine", settings.machine)) if v is not None}
     write_summary(summary, summary_path(results))
     return summary
 

@@ -305,3 +305,19 @@ def test_converters_on_hand_written_sources(tmp_path):
     tvqa.write_text(json.dumps({"data": [{"question_id": 1, "question": "q", "answers": ["a"]}]}))
     with pytest.raises(DataError, match=r"data\[0\]: missing 'image_id'"):
         convert("textvqa", [tvqa])
+
+
+def test_a_resume_with_another_model_is_refused(tmp_path):
+    data = write_dataset(tmp_path, [{"id": q, "image": f"{q}.jpg", "question": q, "label": "no"} for q in "xy"])
+    out = tmp_path / "res.jsonl"
+    argv = ["--task", "pope", "--data", str(data), "--out", str(out)]
+    model = {"vision": "a/vision.onnx", "vision_bytes": 1, "llm": "a/llm.gguf", "llm_bytes": 2, "quant": "auto",
+             "vision_runtime": "auto", "cpu": "X"}
+    engine = FakeEngine({"x": "no", "y": "no"})
+    assert cli.run(_parse(argv + ["--limit", "1"]), lambda a: engine, model, {"threads": 2}) == 0
+    summary = json.loads((tmp_path / "res.summary.json").read_text())
+    assert summary["model"] == model and summary["machine"] == {"threads": 2}
+    other = model | {"llm": "b/llm.gguf"}
+    assert cli.run(_parse(argv), lambda a: pytest.fail("engine built"), other, {"threads": 2}) == 2
+    assert cli.run(_parse(argv), lambda a: engine, model, {"threads": 2}) == 0  # the same model resumes
+    assert [r.question.removesuffix(SHORT_ANSWER) for r in engine.calls] == ["x", "y"]

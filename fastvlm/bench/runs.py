@@ -31,12 +31,13 @@ class RunRecord:
     tokens: int
     prompt_tokens: int
     reused_tokens: int
+    embedding_cached: bool = False  # the image embedding came from the engine's cache (never, for a cold run)
 
     @classmethod
     def of(cls, kind: str, r: Result) -> RunRecord:
         s = r.stats
         return cls(kind, s.preprocess_s, s.encode_s, s.prefill_s, s.ttft_s, s.tokens_per_s, s.total_s,
-                   s.new_tokens, s.prompt_tokens, s.reused_tokens)
+                   s.new_tokens, s.prompt_tokens, s.reused_tokens, s.embedding_cached)
 
 
 def find_images(sources: list[Path]) -> list[Path]:
@@ -61,10 +62,17 @@ def sample_images(n: int = 3, seed: int = 0) -> list[Image.Image]:
     return out
 
 
+PREPARED_RUNS = 2**31  # fresh() numbers of the prepared images: a range apart from the cold runs
+
+
 def fresh(image: Image.Image, run: int) -> Image.Image:
-    """The same picture with one pixel changed, so no cache knows it: every run is a cold run."""
+    """The same picture with its first four values set to `run` (32 bits, little-endian), so each run number
+    gives another image and no cache knows it: every run is a cold run."""
     arr = np.array(image)
-    arr[0, 0, 0] = (int(arr[0, 0, 0]) + 1 + run) % 256
+    flat = arr.reshape(-1)  # a view: np.array's copy is contiguous
+    stamp = np.frombuffer(int(run).to_bytes(4, "little"), np.uint8)
+    n = min(stamp.size, flat.size)
+    flat[:n] = stamp[:n]
     return Image.fromarray(arr)
 
 
@@ -84,7 +92,7 @@ def timed_runs(engine, images, prompts, *, runs: int, warmup: int, size: int, ma
                                       resolution=size))
             keep and records.append(RunRecord.of("follow_up", r))
         if prepared:
-            img2 = fresh(img, 1000 + i)
+            img2 = fresh(img, PREPARED_RUNS + i)
             engine.prepare(img2, size)
             r = engine.answer(Request(img2, q, options=opts, resolution=size))
             keep and records.append(RunRecord.of("prepared", r))

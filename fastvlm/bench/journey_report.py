@@ -24,7 +24,7 @@ TARGETS = {
     "live": {"skipped_share": 0.10, "lag_s": 4.0},
     "voice": {"median_s": {512: 0.8, 1024: 1.0}},
     "voice_silence": {},
-    "turn_pauses": {"cut": 1},
+    "turn_pauses": {"cut": 1, "never_ended": 0},  # a paused question must end, after its pause
     "stop": {"p90_s": 0.3},  # Stop must be quick every time, not half the time
     "cold": {"median_s": {512: 0.6, 1024: 2.0}},
 }
@@ -77,8 +77,9 @@ def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice:
                         "end_of_turn": rule, "runs": rows}
         out["voice"]["over_silence"] = out["voice"]["median_s"] / out["voice_silence"]["median_s"]
         pauses = spoken["pauses"]
-        out["turn_pauses"] = {"cut": pauses["semantic"]["cut"], "of": pauses["semantic"]["of"],
-                              "cut_silence": pauses["silence"]["cut"], "by_rule": pauses}
+        out["turn_pauses"] = {"cut": pauses["semantic"]["cut"], "never_ended": pauses["semantic"]["never_ended"],
+                              "of": pauses["semantic"]["of"], "cut_silence": pauses["silence"]["cut"],
+                              "never_ended_silence": pauses["silence"]["never_ended"], "by_rule": pauses}
     return out
 
 
@@ -125,7 +126,8 @@ def print_journeys(report: dict) -> None:
             continue
         if key == "turn_pauses":
             print(f"{key:>17}: cut at a 0.5 s pause mid-sentence: semantic {r['cut']}/{r['of']}, fixed silence "
-                  f"{r['cut_silence']}/{r['of']}{verdict}")
+                  f"{r['cut_silence']}/{r['of']}; never ended: semantic {r.get('never_ended', 0)}, fixed silence "
+                  f"{r.get('never_ended_silence', 0)}{verdict}")
             continue
         print(f"{key:>17}: median {r['median_s']:.3f} s · p90 {r['p90_s']:.3f} s{extra}{verdict}")
     if "raw" in report:

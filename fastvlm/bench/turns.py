@@ -79,7 +79,8 @@ def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_event=None):
 
 
 def cut_off(taker_for, rules: tuple[str, ...], questions: list[Spoken], chunk_s: float) -> dict:
-    """Per rule: how many of `questions` (each with a pause in the middle) ended at that pause."""
+    """Per rule: how many of `questions` (each with a pause in the middle) ended at that pause (`cut`), and
+    how many never ended at all (`never_ended`: a rule that hears no end fails, it does not 'cut none')."""
     out = {}
     for rule in rules:
         rows = []
@@ -90,5 +91,6 @@ def cut_off(taker_for, rules: tuple[str, ...], questions: list[Spoken], chunk_s:
             rows.append({"question": q.text, "cut": cut, "ended_by": ended.by if ended else None,
                          "after_end_s": None if ended is None else at - q.end_s, "transcript_at_end": heard,
                          "verdict": ended.verdict.reason if ended is not None and ended.verdict else None})
-        out[rule] = {"cut": sum(r["cut"] for r in rows), "of": len(rows), "runs": rows}
+        out[rule] = {"cut": sum(r["cut"] for r in rows), "never_ended": sum(r["ended_by"] is None for r in rows),
+                     "of": len(rows), "runs": rows}
     return out

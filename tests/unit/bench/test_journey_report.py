@@ -63,3 +63,26 @@ def test_the_echo_walk_is_judged_on_answers_cut_off_by_their_own_voice(capsys):
     assert lines["echo"].endswith("2/20 answers cut off by their own voice (2 stops; echo cancellation on) · "
                                   "MISSES target stopped ≤ 0")
     assert lines["echo_control"].endswith("2/2 answers cut off by their own voice (21 stops; echo cancellation off)")
+
+
+def test_a_rule_that_never_ends_a_turn_misses_the_pauses_target(capsys):
+    """A taker that hears no end of turn (e.g. a broken VAD) was scored '0 cut' and met the target."""
+    import numpy as np
+
+    from fastvlm.bench import turns
+
+    class Deaf:
+        def feed(self, rate, chunk):
+            return []
+
+        def settle(self, wait_s):
+            return []
+
+    q = turns.Spoken(np.zeros(1600, np.float32), "What is written on the sign?", 0.1, 0.09, (0.02, 0.05))
+    res = turns.cut_off(lambda rule: Deaf(), ("semantic", "silence"), [q, q], chunk_s=0.05)
+    assert res["semantic"]["cut"] == 0 and res["semantic"]["never_ended"] == 2
+    journeys = {"turn_pauses": {"cut": 0, "never_ended": 2, "of": 2, "cut_silence": 0, "never_ended_silence": 2}}
+    assert verdicts(journeys, 512) == {"turn_pauses": False}
+    assert verdicts({"turn_pauses": journeys["turn_pauses"] | {"never_ended": 0}}, 512) == {"turn_pauses": True}
+    print_journeys(report(journeys, 512))
+    assert "never ended: semantic 2, fixed silence 2 · MISSES" in capsys.readouterr().out

@@ -15,14 +15,16 @@ from .stats import machine_info, summarize, write_report
 
 log = logging.getLogger(__name__)
 METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
+JOURNEYS_IGNORE = {"images": [], "prompts": None, "soak": 0, "follow_up": False, "prepared": False}
+RAW_FLOOR = {"num_runs": 5, "warmup_runs": 1, "max_tokens": 32}  # with --journeys: the --raw floor's runs only
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", type=Path, nargs="*", default=[], help="image files or folders (default: generated)")
     p.add_argument("--prompts", type=Path, help="text file, one prompt per line")
-    p.add_argument("--num-runs", type=int, default=5)
-    p.add_argument("--warmup-runs", type=int, default=1)
-    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--num-runs", type=int, default=RAW_FLOOR["num_runs"])
+    p.add_argument("--warmup-runs", type=int, default=RAW_FLOOR["warmup_runs"])
+    p.add_argument("--max-tokens", type=int, default=RAW_FLOOR["max_tokens"])
     p.add_argument("--follow-up", action="store_true", help="ask a second question on each image")
     p.add_argument("--prepared", action="store_true", help="also time questions on an image prepared ahead")
     p.add_argument("--raw", action="store_true", help="time bare session.run + llama.cpp loops; print ratios")
@@ -47,9 +49,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", type=Path, help="PNG of the TTFT distribution and stage breakdown (journeys: their bars)")
 
 
+def journeys_conflict(args: argparse.Namespace) -> str | None:
+    """The flags --journeys would ignore, said in one line (None: none given)."""
+    ignored = dict(JOURNEYS_IGNORE) | ({} if args.raw and not args.browser else RAW_FLOOR)
+    given = [f"--{k.replace('_', '-')}" for k, default in ignored.items() if getattr(args, k) != default]
+    if not given:
+        return None
+    why = "" if args.raw and not args.browser else \
+        " (--num-runs, --warmup-runs, --max-tokens: only with --raw, for its engine-only runs)"
+    return f"--journeys times each tab with its own settings (--quick for short runs): drop {', '.join(given)}{why}"
+
+
 def run(args: argparse.Namespace, engine_factory) -> int:
     if args.browser and not args.journeys:
         log.error("--browser walks the journeys: add --journeys")
+        return 2
+    if args.journeys and (conflict := journeys_conflict(args)):
+        log.error("%s", conflict)
         return 2
     if args.echo and not args.browser:
         log.error("--echo is a walk through the page: add --journeys --browser")

@@ -66,6 +66,28 @@ def test_bench_cli_writes_report_and_plot(tmp_path):
     assert Image.open(tmp_path / "p.png").size == (900, 420)
 
 
+def _bench_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    p.add_argument("--resolution", type=int, default=128)
+    p.add_argument("--threads", type=int, default=1)
+    bench_cli.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def test_journeys_refuse_the_flags_they_would_ignore(caplog):
+    def never(args):
+        raise AssertionError("engine built")
+
+    for flag, extra in (("--soak", ["3"]), ("--follow-up", []), ("--images", ["x.png"]), ("--prompts", ["p.txt"]),
+                        ("--prepared", []), ("--num-runs", ["3"]), ("--warmup-runs", ["0"]), ("--max-tokens", ["8"]),
+                        ("--num-runs", ["3", "--browser", "--raw"])):  # the page's walk has no raw floor
+        caplog.clear()
+        assert bench_cli.run(_bench_args(["--journeys", flag, *extra]), never) == 2, flag
+        assert f"drop {flag}" in caplog.text, caplog.text
+    # --raw's engine-only floor does use them (docs/performance.md's command line)
+    assert bench_cli.journeys_conflict(_bench_args(["--journeys", "--raw", "--num-runs", "3"])) is None
+
+
 def test_plot_handles_one_run(tmp_path):
     row = dict(kind="cold", preprocess_s=0.01, encode_s=0.1, prefill_s=0.2, ttft_s=0.31)
     assert draw([row], tmp_path / "x.png", "t").exists()

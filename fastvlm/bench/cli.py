@@ -10,8 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .plot import draw
+from . import runs
 from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
-from .stats import machine_info, summarize, write_report
+from .stats import machine_info, positive_int, summarize, write_report
 
 log = logging.getLogger(__name__)
 METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
@@ -22,7 +23,7 @@ RAW_FLOOR = {"num_runs": 5, "warmup_runs": 1, "max_tokens": 32}  # with --journe
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", type=Path, nargs="*", default=[], help="image files or folders (default: generated)")
     p.add_argument("--prompts", type=Path, help="text file, one prompt per line")
-    p.add_argument("--num-runs", type=int, default=RAW_FLOOR["num_runs"])
+    p.add_argument("--num-runs", type=positive_int, default=RAW_FLOOR["num_runs"])
     p.add_argument("--warmup-runs", type=int, default=RAW_FLOOR["warmup_runs"])
     p.add_argument("--max-tokens", type=int, default=RAW_FLOOR["max_tokens"])
     p.add_argument("--follow-up", action="store_true", help="ask a second question on each image")
@@ -74,12 +75,14 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         return run_compare_vision(args)
     if args.journeys:
         return run_journeys(args, engine_factory)
+    try:
+        images, prompts = _inputs(args)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     t = time.perf_counter()
     engine = engine_factory(args)
     load_s = time.perf_counter() - t
-    images = find_images(args.images) if args.images else sample_images()
-    prompts = args.prompts.read_text().split("\n") if args.prompts else list(DEFAULT_PROMPTS)
-    prompts = [p for p in prompts if p.strip()] or list(DEFAULT_PROMPTS)
     size = args.resolution or engine.resolution
     try:
         records = timed_runs(engine, images, prompts, runs=args.num_runs, warmup=args.warmup_runs, size=size,
@@ -103,6 +106,21 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     if args.plot:
         draw(rows, args.plot, f"{report['model']['model']} @ {size}, {args.threads} threads")
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> tuple[list, list[str]]:
+    """--images and --prompts, read before the model loads; a ValueError names the flag and the fix."""
+    missing = [str(p) for p in args.images if not p.exists()]
+    if missing:
+        raise ValueError(f"--images: no such file or folder: {', '.join(missing)}")
+    images = find_images(args.images) if args.images else sample_images()
+    if not images:
+        raise ValueError(f"--images: no image files ({', '.join(sorted(runs.IMAGE_SUFFIXES))}) in "
+                         f"{', '.join(map(str, args.images))}; name image files or a folder holding some")
+    if args.prompts and not args.prompts.is_file():
+        raise ValueError(f"--prompts: no such file: {args.prompts} (a text file, one prompt per line)")
+    prompts = args.prompts.read_text().split("\n") if args.prompts else list(DEFAULT_PROMPTS)
+    return images, [p for p in prompts if p.strip()] or list(DEFAULT_PROMPTS)
 
 
 def _loaded(images):

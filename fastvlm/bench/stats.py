@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -24,6 +25,14 @@ def summarize(values: list[float]) -> dict[str, float]:
         "std": statistics.stdev(values) if len(values) > 1 else 0.0,
         "p90": p90,
     }
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count of runs, at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 PACKAGES = ("llama-cpp-python", "onnxruntime", "openvino", "numpy", "pillow")

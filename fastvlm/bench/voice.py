@@ -41,7 +41,7 @@ from ..engine.cancel import CancelToken
 from ..engine.config import GenerationOptions
 from ..engine.events import Done, FirstToken, Request, TextDelta
 from .runs import fresh, sample_images
-from .stats import machine_info, summarize, write_report
+from .stats import machine_info, positive_int, summarize, write_report
 
 log = logging.getLogger(__name__)
 QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
@@ -55,7 +55,7 @@ TARGET_S = 1.5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resolutions", type=int, nargs="+", default=[1024, 512])
-    p.add_argument("--num-runs", type=int, default=5)
+    p.add_argument("--num-runs", type=positive_int, default=5)
     p.add_argument("--warmup-runs", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--sentence-tokens", type=int, default=None,
@@ -113,9 +113,9 @@ def run(args: argparse.Namespace, engine_factory) -> int:
                 "summary": {k: summarize([r[k] for r in rows]) for k in STAGES}}
     finally:
         engine.close()
-    _print(report)
-    if args.report_json:
+    if args.report_json:  # first: the measurements are kept whatever the printout does
         write_report(args.report_json, report)
+    _print(report)
     return 0
 
 

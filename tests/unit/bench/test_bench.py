@@ -88,6 +88,27 @@ def test_journeys_refuse_the_flags_they_would_ignore(caplog):
     assert bench_cli.journeys_conflict(_bench_args(["--journeys", "--raw", "--num-runs", "3"])) is None
 
 
+def test_bad_bench_input_is_one_line_and_exit_2_before_the_model_loads(tmp_path, caplog, capsys):
+    import pytest
+
+    from fastvlm.bench import voice
+
+    def never(args):
+        raise AssertionError("engine built")
+
+    for parse in (_bench_args, lambda argv: voice.add_arguments(p := argparse.ArgumentParser()) or p.parse_args(argv)):
+        with pytest.raises(SystemExit) as e:  # was: exit 0 with nothing measured, an IndexError with --raw,
+            parse(["--num-runs", "0"])  # a KeyError after the whole bench-voice run
+        assert e.value.code == 2 and "--num-runs: must be at least 1, got 0" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    for argv, said in ((["--images", str(tmp_path / "empty")], "--images: no image files"),  # was ZeroDivisionError
+                       (["--images", str(tmp_path / "absent.png")], "--images: no such file or folder"),
+                       (["--prompts", str(tmp_path / "absent.txt")], "--prompts: no such file")):  # was a traceback
+        caplog.clear()
+        assert bench_cli.run(_bench_args(argv), never) == 2
+        assert said in caplog.text
+
+
 def test_plot_handles_one_run(tmp_path):
     row = dict(kind="cold", preprocess_s=0.01, encode_s=0.1, prefill_s=0.2, ttft_s=0.31)
     assert draw([row], tmp_path / "x.png", "t").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import platform
 import statistics
@@ -15,7 +16,7 @@ def summarize(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     ordered = sorted(values)
-    p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+    p90 = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest rank: at least 90 % of the values are <= it
     return {
         "n": len(values),
         "mean": statistics.fmean(values),

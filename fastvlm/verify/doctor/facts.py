@@ -109,8 +109,20 @@ def graph_io(path: Path) -> tuple[list, list]:
                  ONNX_TYPES.get(v.type.tensor_type.elem_type, f"elem_type {v.type.tensor_type.elem_type}"))
                 for v in values]
 
+    _check_external_data(model, Path(path))
     inits = {i.name for i in model.graph.initializer}
     return io([i for i in model.graph.input if i.name not in inits]), io(model.graph.output)
+
+
+def _check_external_data(model, path: Path) -> None:
+    """Every file the graph keeps its weights in (external data, named relative to the graph) must be there."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    places = {ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)}
+    missing = sorted(p for p in places if not (path.parent / p).is_file())
+    if missing:
+        raise ModelFileError(f"{path} keeps its weights in {', '.join(missing)}, missing beside it in {path.parent}; "
+                             "copy it there with the graph, or re-download or re-convert both")
 
 
 def _mib(path: Path) -> str:

@@ -155,6 +155,21 @@ def test_width_mismatch_fails_with_a_fix(tiny_models):
     assert len(bad) == 1 and "896" in bad[0].detail and "one source" in bad[0].fix
 
 
+def test_a_missing_external_data_file_fails_naming_it(tiny_models, tmp_path):
+    """--facts-only said 'no problems found' for a graph whose weights file was not beside it."""
+    import onnx
+
+    graph = tmp_path / "vision.onnx"
+    onnx.save_model(onnx.load(str(tiny_models.vision)), str(graph), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="vision.onnx_data", size_threshold=0)
+    s, _ = facts.vision_section(graph, "here", None)
+    assert not [c for c in s.checks if c.status == "fail"]  # all there: fine
+    (tmp_path / "vision.onnx_data").unlink()
+    s, spec = facts.vision_section(graph, "here", None)
+    bad = [c for c in s.checks if c.status == "fail"]
+    assert spec is None and len(bad) == 1 and "vision.onnx_data, missing beside it" in bad[0].detail
+
+
 def test_report_json_says_ok_only_without_failures():
     s = Section("s")
     s.add("warn", "w", "x", "y")

@@ -86,3 +86,21 @@ def test_a_rule_that_never_ends_a_turn_misses_the_pauses_target(capsys):
     assert verdicts({"turn_pauses": journeys["turn_pauses"] | {"never_ended": 0}}, 512) == {"turn_pauses": True}
     print_journeys(report(journeys, 512))
     assert "never ended: semantic 2, fixed silence 2 · MISSES" in capsys.readouterr().out
+
+
+def test_bench_voice_judges_each_size_on_the_voice_journeys_target(capsys):
+    """bench-voice used one 1.5 s target at every size; the journeys judge the same turn at 0.8 s / 1.0 s."""
+    from fastvlm.bench import voice
+
+    row = {k: 0.1 for k in voice.STAGES} | {"total_s": 0.9, "voice": "espeak", "prepared_before_end": True,
+                                            "early_stt_used": True}
+    summary = {k: {"median": row[k], "p90": row[k]} for k in voice.STAGES}
+    sizes = {size: {"runs": [row], "summary": summary, "load_before": 0, "load_after": 0}
+             for size in ("512", "1024", "768")}
+    rep = {"model": {"model": "m"}, "machine": {"threads": 2}, "questions_s": [2.3],
+           "target_s": {str(k): v for k, v in voice.TARGET_S.items()}, "by_resolution": sizes}
+    voice._print(rep)
+    lines = {line.split(" px")[0].strip(): line for line in capsys.readouterr().out.splitlines() if " px:" in line}
+    assert "misses the 0.8 s target" in lines["512"] and "meets the 1.0 s target" in lines["1024"]
+    assert "no target at 768 px" in lines["768"]
+    assert verdicts({"voice": {"median_s": 0.9}}, 512) == {"voice": False}  # the journeys agree

@@ -9,7 +9,7 @@ import platform
 import statistics
 from importlib import metadata
 
-from ..engine.cpu import cpu_model, features
+from ..engine.cpu import cpu_id, cpu_model, features
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -51,6 +51,7 @@ def machine_info(threads: int, packages: tuple[str, ...] = PACKAGES) -> dict:
             pass
     return {
         "cpu": cpu_model(),
+        "cpu_id": cpu_id(),  # vendor, family, model, stepping: "AMD EPYC" alone does not say which generation
         "cpu_features": features(),
         "logical_cores": os.cpu_count(),
         "physical_cores": psutil.cpu_count(logical=False),

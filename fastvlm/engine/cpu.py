@@ -45,6 +45,30 @@ def _read() -> tuple[str, frozenset[str]]:
         return "", frozenset()
 
 
+CPU_ID = {"vendor_id": "vendor", "cpu family": "family", "model": "model", "stepping": "stepping"}
+
+
+def parse_cpu_id(text: str) -> dict[str, str]:
+    """Vendor, family, model and stepping of the first processor in a /proc/cpuinfo text (those present):
+    what tells two CPUs with the same model name apart (a VM's "AMD EPYC" says nothing of its generation)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        name = CPU_ID.get(key.strip())
+        if name is not None and name not in out:
+            out[name] = value.strip()
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_id() -> dict[str, str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return parse_cpu_id(f.read())
+    except OSError:
+        return {}
+
+
 def cpu_model() -> str:
     return _read()[0] or platform.processor() or platform.machine()
 

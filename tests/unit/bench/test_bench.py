@@ -18,6 +18,19 @@ def test_summary_statistics_by_hand():
     assert s["p90"] == 10.0 and round(s["std"], 4) == 3.5355  # sqrt(50/4)
 
 
+def test_machine_info_names_the_cpu_generation():
+    """A VM's model name is often just "AMD EPYC": family, model and stepping say which one."""
+    from fastvlm.bench.stats import machine_info
+    from fastvlm.engine.cpu import parse_cpu_id
+
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+            "stepping\t: 1\nflags\t\t: avx2\n\nprocessor\t: 1\ncpu family\t: 99\n")
+    assert parse_cpu_id(text) == {"vendor": "AuthenticAMD", "family": "25", "model": "1", "stepping": "1"}
+    info = machine_info(2)
+    assert {"cpu", "cpu_features", "cpu_id"} <= set(info)  # the old keys stay
+    assert set(info["cpu_id"]) <= {"vendor", "family", "model", "stepping"}
+
+
 def test_p90_is_the_nearest_rank():
     """ordered[ceil(0.9 n) - 1]: rounding half to even gave 5 of 6 and 23 of 26, below 90 % of the values."""
     for n, want in ((5, 5.0), (6, 6.0), (10, 9.0), (16, 15.0), (26, 24.0), (1, 1.0)):

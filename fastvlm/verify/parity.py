@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 QUESTION = "Describe the image."
 STRICT_LOGITS, DEFAULT_LOGITS = 1e-3, 0.1
-QUANT_LOGITS = 1.0  # check_converted on Q8_0 / BF16 files (measured <= 0.55 on random weights; a wrong model: 6-8)
+# check_converted on Q8_0 / BF16 files: a gross-error gate (measured <= 0.55 on random weights, a wrong model 6-8;
+# trained weights were never measured here, so it leaves room for their larger logits)
+QUANT_LOGITS = 3.0
 CONVERTED_LOGITS = {"f32": DEFAULT_LOGITS, "f16": DEFAULT_LOGITS, "bf16": QUANT_LOGITS, "q8_0": QUANT_LOGITS}
 MODES = {  # GGUF type, f32 KV cache, flash attention, vision runtime
     "strict": ("f32", True, False, "onnxruntime"),
@@ -171,7 +173,7 @@ def check_converted(checkpoint: Path, vision: Path, llm: Path, quant: str, resol
                     threads: int = 2) -> ParityReport:
     """The default-mode parity of a real checkpoint against its converted files. The image embeddings' cosine
     is gated whatever the GGUF type (vision.onnx is f32); the teacher-forced logits within 0.1 for F32/F16
-    files and within 1.0 for BF16/Q8_0 ones (`--quant auto`'s picks); for 4-bit ones they are reported only."""
+    files and within 3.0 for BF16/Q8_0 ones (`--quant auto`'s picks); for 4-bit ones they are reported only."""
     from ..convert.checkpoint import open_checkpoint
     from .reference import load_reference_model
 

@@ -3,12 +3,13 @@
     FASTVLM_API_KEY=... python deploy/launch.py --replicas 2 --listen 0.0.0.0:8080 --server-name vlm.example.org \\
         -- --models models/fastvlm --protect-page
 
-Everything after `--` goes to every `app.py`. Each replica gets `--host 127.0.0.1 --port P`, trusts nginx's
-`X-Real-IP` only (`--trusted-proxies 127.0.0.1 --forwarded-header x-real-ip`), accepts the public name as a
-Host (`--allowed-hosts`), and a share of the CPU cores (`--threads`). The key is inherited from the environment,
-never put on a command line. nginx runs in the foreground with its own prefix under `--run-dir` (config, logs,
-temp files, pid); nothing under /etc/nginx is read or written. A replica that exits is started again; Ctrl-C or
-SIGTERM stops everything.
+Everything after `--` goes to every `app.py`. Each replica gets `--host 127.0.0.1 --port P`, reads the client
+from nginx's `X-Forwarded-For` only (`--trusted-proxies 127.0.0.1 --forwarded-header x-forwarded-for`: its
+right-most address that is not 127.0.0.1, so a TLS front on this host that appends its client's address keeps a
+keyless stack local-only), accepts the public name as a Host (`--allowed-hosts`), and a share of the CPU cores
+(`--threads`). The key is inherited from the environment, never put on a command line. nginx runs in the
+foreground with its own prefix under `--run-dir` (config, logs, temp files, pid); nothing under /etc/nginx is read
+or written. A replica that exits is started again; Ctrl-C or SIGTERM stops everything.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def render(config: StackConfig) -> str:
 def replica_command(config: StackConfig, port: int) -> list[str]:
     """`python app.py ...` for the replica on `port`."""
     args = [config.python, str(ROOT / "app.py"), "--host", "127.0.0.1", "--port", str(port),
-            "--trusted-proxies", "127.0.0.1", "--forwarded-header", "x-real-ip"]
+            "--trusted-proxies", "127.0.0.1", "--forwarded-header", "x-forwarded-for"]
     if config.public_names:
         args += ["--allowed-hosts", ",".join(config.public_names)]
     if "--threads" not in config.app_args:

@@ -1,7 +1,8 @@
 """Serving many people (issue #19): deploy/launch.py's nginx in front of 2 replicas of app.py on the tiny models,
 everything on 127.0.0.1, driven through the proxy: the key is needed, gradio_client cannot call ask_image with
 page protection on, both replicas busy -> 503 + Retry-After, a killed replica fails over (nothing hangs) and is
-started again, and a client-sent X-Forwarded-For gains nothing. (The page, the openai client and an MCP agent at
+started again, and without a key only this machine's clients are served (a TLS front here included; a
+client-sent X-Forwarded-For gains nothing). (The page, the openai client and an MCP agent at
 once: tests/browser/test_serving_many_page.py.)"""
 
 from __future__ import annotations
@@ -118,17 +119,31 @@ def test_a_killed_replica_fails_over_nothing_hangs_and_it_is_started_again(serve
     assert f"127.0.0.1:{victim_port}" in served.upstreams(served.access_log()[start:])  # back in the rotation
 
 
-def test_a_client_sent_forwarded_for_gains_nothing(tiny_models, tmp_path):
-    """A replica without a key serves local clients only. nginx is told here that its client is 192.0.2.7 (as
-    it would see a remote one; the test has only loopback): whatever forwarding headers that client writes
-    itself, the replica judges it by nginx's X-Real-IP alone and refuses it."""
-    def as_if_remote(conf: str) -> str:
-        return conf.replace("proxy_set_header X-Real-IP $remote_addr;", "proxy_set_header X-Real-IP 192.0.2.7;")
+def as_if_from(conf: str) -> str:
+    """nginx takes its peer's address from `X-Test-Peer` when a test sends one (the test has only loopback; the
+    realip module sets $remote_addr as a remote client's would be); everything else as rendered."""
+    return conf.replace("server_name ", "set_real_ip_from 127.0.0.1;\n        real_ip_header X-Test-Peer;\n"
+                        "        server_name ", 1)
 
-    with running(tiny_models, tmp_path, replicas=1, key=None, conf_edit=as_if_remote) as s:
+
+def test_a_keyless_stack_serves_this_machine_only_even_behind_a_tls_front_here(tiny_models, tmp_path):
+    """A replica without a key serves local clients only. A client on this machine is served; a TLS front on this
+    host connects from 127.0.0.1 and appends its client's address to X-Forwarded-For, which nginx passes on, so
+    that client is refused; a client nginx sees as remote (192.0.2.7) is refused whatever forwarding headers it
+    writes itself."""
+    mcp = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with running(tiny_models, tmp_path, replicas=1, key=None, conf_edit=as_if_from) as s:
+        assert httpx.get(s.url + "/v1/models").status_code == 200  # a laptop's own stack, no key
+        assert httpx.post(s.url + "/mcp", json=mcp, headers=accept).status_code == 200
+        front = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+        assert httpx.get(s.url + "/v1/models", headers=front).status_code == 403
+        assert httpx.post(s.url + "/mcp", json=mcp, headers={**front, **accept}).status_code == 403
+        remote = {"X-Test-Peer": "192.0.2.7"}
         for headers in ({}, {"X-Forwarded-For": "127.0.0.1"}, {"Forwarded": "for=127.0.0.1"}, {"X-Real-IP": "::1"}):
-            r = httpx.get(s.url + "/v1/models", headers=headers)
+            r = httpx.get(s.url + "/v1/models", headers={**remote, **headers})
             assert r.status_code == 403 and r.json()["error"]["code"] == "remote_client_refused", (headers, r.text)
         assert httpx.get(f"http://127.0.0.1:{s.ports[0]}/v1/models").status_code == 200  # a local client, direct
         log = (s.stack.run_dir / f"replica-{s.ports[0]}.log").read_text()
+        assert "refused client=203.0.113.9 GET /v1/models status=403 reason=remote_client_refused" in log
         assert "refused client=192.0.2.7 GET /v1/models status=403 reason=remote_client_refused" in log

@@ -22,8 +22,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +57,7 @@ class StackConfig:
     threads: int | None = None  # CPU threads per replica; None: the machine's cores shared out (at least 1)
     api_body: str = "20m"  # nginx's body limit for the API and MCP: ApiSettings.max_body_bytes (20 MiB)
     page_body: str = "50m"  # for the page's uploads: app.py's MAX_UPLOAD
+    conn_per_address: int = 64  # open requests per client address (this machine's not counted); more get 429
     python: str = field(default_factory=lambda: sys.executable)
 
     def __post_init__(self) -> None:
@@ -74,19 +77,34 @@ class StackConfig:
         return [n for n in self.server_name.split() if n != "_"]
 
 
-def render(config: StackConfig) -> str:
-    """nginx.conf for `config`, from nginx.conf.template."""
+def render(config: StackConfig, body_temp: Path | None = None) -> str:
+    """nginx.conf for `config`, from nginx.conf.template; `body_temp`: where request bodies over 128 KiB are
+    spilled (default: client_body in the run folder; see `body_temp_dir`)."""
     def servers(marks: str) -> str:
         return "\n".join(f"        server 127.0.0.1:{p} {marks};" for p in config.ports)
 
     values = {"RUN_DIR": str(Path(config.run_dir).resolve()), "LISTEN": config.listen,
               "SERVER_NAME": config.server_name, "SERVERS": servers("max_fails=1 fail_timeout=10s"),
               "API_SERVERS": servers("max_fails=0"), "REPLICA_COUNT": str(config.replicas),
-              "API_BODY": config.api_body, "PAGE_BODY": config.page_body}
+              "API_BODY": config.api_body, "PAGE_BODY": config.page_body,
+              "CONN_PER_ADDRESS": str(config.conn_per_address),
+              "BODY_TEMP": str(body_temp or Path(config.run_dir).resolve() / "client_body")}
     text = TEMPLATE.read_text()
     for name, value in values.items():
         text = text.replace("{{" + name + "}}", value)
     return text
+
+
+def body_temp_dir(run_dir: Path) -> tuple[Path, Path | None]:
+    """Where nginx spills request bodies, and a folder made for it that `Stack.stop` removes (or None). Started as
+    root, nginx's workers run as `nobody` and must enter every folder above it: if others cannot enter the run
+    folder (a home folder, pytest's), a fresh one in the system's temp folder (mode 0711; nginx makes the
+    client_body inside it the workers' own, 0700)."""
+    if os.geteuid() != 0 or all(d.stat().st_mode & 0o001 for d in (run_dir, *run_dir.parents)):
+        return run_dir / "client_body", None
+    made = Path(tempfile.mkdtemp(prefix="fastvlm-nginx-"))
+    made.chmod(0o711)
+    return made / "client_body", made
 
 
 def replica_command(config: StackConfig, port: int) -> list[str]:
@@ -120,6 +138,7 @@ class Stack:
         self.replicas: dict[int, subprocess.Popen] = {}
         self.nginx: subprocess.Popen | None = None
         self._restart_at: dict[int, float] = {}
+        self._body_temp_made: Path | None = None
 
     def start_replica(self, port: int) -> subprocess.Popen:
         logfile = open(self.run_dir / f"replica-{port}.log", "ab")  # noqa: SIM115 - the child owns it
@@ -130,11 +149,13 @@ class Stack:
         log.info("replica on 127.0.0.1:%d started (pid %d, log %s)", port, proc.pid, logfile.name)
         return proc
 
-    def start(self, nginx_conf: str | None = None) -> Stack:
-        """Replicas and nginx started (not yet ready: `wait_ready`); `nginx_conf`: instead of `render(config)`."""
+    def start(self, conf_edit: Callable[[str], str] | None = None) -> Stack:
+        """Replicas and nginx started (not yet ready: `wait_ready`); `conf_edit`: changes `render`'s config."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        body_temp, self._body_temp_made = body_temp_dir(self.run_dir)
         conf = self.run_dir / "nginx.conf"
-        conf.write_text(nginx_conf or render(self.config))
+        text = render(self.config, body_temp)
+        conf.write_text(conf_edit(text) if conf_edit else text)
         for port in self.config.ports:
             self.start_replica(port)
         self.nginx = subprocess.Popen([nginx_binary(), "-p", str(self.run_dir), "-c", str(conf)], cwd=self.run_dir)
@@ -186,6 +207,8 @@ class Stack:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._body_temp_made is not None:
+            shutil.rmtree(self._body_temp_made, ignore_errors=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server-name", default=d.server_name, help="host name(s) clients use (space-separated)")
     p.add_argument("--run-dir", type=Path, default=d.run_dir, help="config, logs, temp files (default %(default)s)")
     p.add_argument("--threads", type=int, help="CPU threads per replica (default: cores / replicas)")
+    p.add_argument("--conn-per-address", type=int, default=d.conn_per_address,
+                   help="open requests per client address; more get 429 (default %(default)s)")
     p.add_argument("app_args", nargs="*", help="after --: arguments for every app.py")
     return p
 
@@ -205,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = StackConfig(args.replicas, args.listen, args.first_port, args.server_name, args.run_dir,
-                         tuple(args.app_args), args.threads)
+                         tuple(args.app_args), args.threads, conn_per_address=args.conn_per_address)
     stack = Stack(config)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:

@@ -82,9 +82,8 @@ def running(tiny_models, run_dir: Path, replicas: int = 2, key: str | None = KEY
         app_args=("--vision", str(tiny_models.vision), "--llm", str(tiny_models.llm), "--resolution", "128",
                   "--n-ctx", "1024", *(() if voice else ("--no-voice",)), "--no-download", *app_args))
     stack = launch.Stack(config, env={"FASTVLM_API_KEY": key} if key else {})
-    conf = launch.render(config)
     try:
-        stack.start(conf_edit(conf) if conf_edit else conf).wait_ready(timeout=120)
+        stack.start(conf_edit).wait_ready(timeout=120)
         yield Served(f"http://127.0.0.1:{first}", stack)
     finally:
         stack.stop()

@@ -7,8 +7,11 @@ once: tests/browser/test_serving_many_page.py.)"""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import openai
@@ -126,24 +129,77 @@ def as_if_from(conf: str) -> str:
                         "        server_name ", 1)
 
 
-def test_a_keyless_stack_serves_this_machine_only_even_behind_a_tls_front_here(tiny_models, tmp_path):
+@pytest.fixture(scope="module")
+def keyless(tiny_models, tmp_path_factory):
+    """One replica without a key; a test's X-Test-Peer header is the address nginx sees (`as_if_from`)."""
+    with running(tiny_models, tmp_path_factory.mktemp("keyless"), replicas=1, key=None, conf_edit=as_if_from) as s:
+        yield s
+
+
+def test_a_keyless_stack_serves_this_machine_only_even_behind_a_tls_front_here(keyless):
     """A replica without a key serves local clients only. A client on this machine is served; a TLS front on this
     host connects from 127.0.0.1 and appends its client's address to X-Forwarded-For, which nginx passes on, so
     that client is refused; a client nginx sees as remote (192.0.2.7) is refused whatever forwarding headers it
     writes itself."""
     mcp = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     accept = {"Accept": "application/json, text/event-stream"}
-    with running(tiny_models, tmp_path, replicas=1, key=None, conf_edit=as_if_from) as s:
-        assert httpx.get(s.url + "/v1/models").status_code == 200  # a laptop's own stack, no key
-        assert httpx.post(s.url + "/mcp", json=mcp, headers=accept).status_code == 200
-        front = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
-        assert httpx.get(s.url + "/v1/models", headers=front).status_code == 403
-        assert httpx.post(s.url + "/mcp", json=mcp, headers={**front, **accept}).status_code == 403
-        remote = {"X-Test-Peer": "192.0.2.7"}
-        for headers in ({}, {"X-Forwarded-For": "127.0.0.1"}, {"Forwarded": "for=127.0.0.1"}, {"X-Real-IP": "::1"}):
-            r = httpx.get(s.url + "/v1/models", headers={**remote, **headers})
-            assert r.status_code == 403 and r.json()["error"]["code"] == "remote_client_refused", (headers, r.text)
-        assert httpx.get(f"http://127.0.0.1:{s.ports[0]}/v1/models").status_code == 200  # a local client, direct
-        log = (s.stack.run_dir / f"replica-{s.ports[0]}.log").read_text()
-        assert "refused client=203.0.113.9 GET /v1/models status=403 reason=remote_client_refused" in log
-        assert "refused client=192.0.2.7 GET /v1/models status=403 reason=remote_client_refused" in log
+    s = keyless
+    assert httpx.get(s.url + "/v1/models").status_code == 200  # a laptop's own stack, no key
+    assert httpx.post(s.url + "/mcp", json=mcp, headers=accept).status_code == 200
+    front = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https"}
+    assert httpx.get(s.url + "/v1/models", headers=front).status_code == 403
+    assert httpx.post(s.url + "/mcp", json=mcp, headers={**front, **accept}).status_code == 403
+    remote = {"X-Test-Peer": "192.0.2.7"}
+    for headers in ({}, {"X-Forwarded-For": "127.0.0.1"}, {"Forwarded": "for=127.0.0.1"}, {"X-Real-IP": "::1"}):
+        r = httpx.get(s.url + "/v1/models", headers={**remote, **headers})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "remote_client_refused", (headers, r.text)
+    assert httpx.get(f"http://127.0.0.1:{s.ports[0]}/v1/models").status_code == 200  # a local client, direct
+    log = (s.stack.run_dir / f"replica-{s.ports[0]}.log").read_text()
+    assert "refused client=203.0.113.9 GET /v1/models status=403 reason=remote_client_refused" in log
+    assert "refused client=192.0.2.7 GET /v1/models status=403 reason=remote_client_refused" in log
+
+
+def nginx_worker_rss_mib(served) -> float:
+    master = served.stack.nginx.pid
+    children = Path(f"/proc/{master}/task/{master}/children")
+    if not children.exists():
+        pytest.skip("this kernel does not list a process's children in /proc")
+    status = [Path(f"/proc/{pid}/status").read_text() for pid in children.read_text().split()]
+    return sum(int(line.split()[1]) for s in status for line in s.splitlines() if line.startswith("VmRSS")) / 1024
+
+
+def open_request(url: str, peer: str, path: str, body_bytes: int, declared: int) -> socket.socket:
+    """A request from `peer` (as nginx sees it) that declares a `declared`-byte body and sends `body_bytes`."""
+    host, port = url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)))
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nX-Test-Peer: {peer}\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {declared}\r\n\r\n".encode() + b" " * body_bytes)
+    return s
+
+
+def test_bodies_spill_to_disk_and_one_address_holds_at_most_64_requests(keyless):
+    """Bodies are read whole before a key or login is checked: 8 clients sending 12 MiB of 19 each and stopping
+    leave nginx's memory as it was (it held all 96 MiB), the rest is in a temp file; one address holds at most
+    64 open requests (the 65th: 429 at once), while this machine's clients and other addresses are served."""
+    before = nginx_worker_rss_mib(keyless)
+    slow = [open_request(keyless.url, "192.0.2.7", "/v1/chat/completions", 12 << 20, 19 << 20) for _ in range(8)]
+    time.sleep(1.0)
+    grown = nginx_worker_rss_mib(keyless) - before
+    for s in slow:
+        s.close()
+    assert grown < 16, f"nginx holds {grown:.0f} MiB more for 8 unfinished bodies"
+    body = json.dumps({"messages": chat(), "max_tokens": 4}) + " " * (2 << 20)  # spilled, then passed on whole
+    r = httpx.post(keyless.url + "/v1/chat/completions", content=body, timeout=60,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    held = [open_request(keyless.url, "192.0.2.8", "/v1/chat/completions", 1, 1000) for _ in range(64)]
+    try:
+        time.sleep(0.5)
+        assert httpx.get(keyless.url + "/health", headers={"X-Test-Peer": "192.0.2.8"}).status_code == 429
+        assert httpx.get(keyless.url + "/health", headers={"X-Test-Peer": "192.0.2.9"}).status_code == 200
+        assert httpx.get(keyless.url + "/health").status_code == 200
+    finally:
+        for s in held:
+            s.close()
+    time.sleep(0.5)
+    assert httpx.get(keyless.url + "/health", headers={"X-Test-Peer": "192.0.2.8"}).status_code == 200

@@ -203,3 +203,18 @@ def test_bodies_spill_to_disk_and_one_address_holds_at_most_64_requests(keyless)
             s.close()
     time.sleep(0.5)
     assert httpx.get(keyless.url + "/health", headers={"X-Test-Peer": "192.0.2.8"}).status_code == 200
+
+
+def test_an_answer_past_the_read_timeout_is_not_made_again_on_another_replica(tiny_models, tmp_path):
+    """proxy_read_timeout scaled from 300 s to 100 ms (a 900-token answer of the tiny models takes longer, as a
+    long non-streamed answer of a real model can take longer than 300 s): the client gets a 504 that says it
+    timed out, after one replica. (It was made again on every replica, then reported as "busy or down".)"""
+    def short_timeout(conf: str) -> str:
+        return conf.replace("proxy_read_timeout 300s;", "proxy_read_timeout 100ms;")
+
+    with running(tiny_models, tmp_path, replicas=2, key=None, conf_edit=short_timeout) as s:
+        r = httpx.post(s.url + "/v1/chat/completions", timeout=60, json={"messages": chat(), "max_tokens": 900})
+        assert r.status_code == 504 and r.json()["error"]["code"] == "upstream_timeout", r.text
+        assert "did not answer in time" in r.json()["error"]["message"]
+        tried = s.upstreams(s.access_log()[-1:])
+        assert len(tried) == 1 and "," not in tried[0], tried

@@ -159,6 +159,16 @@ def test_a_keyless_stack_serves_this_machine_only_even_behind_a_tls_front_here(k
     assert "refused client=192.0.2.7 GET /v1/models status=403 reason=remote_client_refused" in log
 
 
+def test_the_page_has_https_urls_behind_a_tls_front_here_only(keyless):
+    """Gradio builds the page's URLs from X-Forwarded-Proto: a TLS front on this host says https, and the page
+    (its config's root) then names https://; the same header from a client elsewhere changes nothing."""
+    https = {"X-Forwarded-Proto": "https", "Host": "vlm.example.org"}
+    assert httpx.get(keyless.url + "/config", headers=https).json()["root"].startswith("https://vlm.example.org")
+    remote = {**https, "X-Test-Peer": "192.0.2.7"}
+    assert httpx.get(keyless.url + "/config", headers=remote).json()["root"].startswith("http://vlm.example.org")
+    assert httpx.get(keyless.url + "/config").json()["root"].startswith("http://127.0.0.1")
+
+
 def nginx_worker_rss_mib(served) -> float:
     master = served.stack.nginx.pid
     children = Path(f"/proc/{master}/task/{master}/children")

@@ -63,14 +63,21 @@ def error_text(err: ApiError, retry_after_s: int) -> str:
 def _dns_rebinding(host: str | None, allowed_hosts: tuple[str, ...] = ()) -> TransportSecuritySettings:
     """On loopback, only local Host/Origin headers, or `allowed_hosts` (a reverse proxy's public name): a web page
     cannot reach the tools through DNS rebinding. Off loopback the API key protects the server, and any name may
-    reach it."""
+    reach it. Names are lowercased here and in each request (`_lowercase_names`): host names ignore case, the
+    MCP SDK's check does not."""
     if not is_loopback(host):
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    names = ["127.0.0.1", "localhost", "[::1]", *allowed_hosts]
+    names = ["127.0.0.1", "localhost", "[::1]", *(h.lower() for h in allowed_hosts)]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                      allowed_hosts=names + [f"{n}:*" for n in names],
                                      allowed_origins=[f"{scheme}://{n}{port}" for scheme in ("http", "https")
                                                       for n in names for port in ("", ":*")])
+
+
+def _lowercase_names(scope: Scope) -> Scope:
+    """`scope` with its Host and Origin headers lowercased, as `_dns_rebinding`'s names are."""
+    headers = [(k, v.lower() if k in (b"host", b"origin") else v) for k, v in scope["headers"]]
+    return {**scope, "headers": headers}
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -124,7 +131,7 @@ class McpServer:
             receive = _replay(await request.body(), receive)
         reset = _http_request.set(request)
         try:
-            await self._manager.handle_request(scope, receive, send)
+            await self._manager.handle_request(_lowercase_names(scope), receive, send)
         finally:
             _http_request.reset(reset)
 

@@ -154,6 +154,18 @@ def test_on_loopback_other_host_names_are_refused():
         assert httpx.post(url, json=post, headers={**headers, "Host": "localhost:1"}).status_code == 200
 
 
+def test_allowed_host_names_ignore_case_as_the_apis_do():
+    engine, _ = make_engine(script=b"Hi")
+    with serve(engine, allowed_hosts=("VLM.Example.org",)) as url:
+        post = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        for host, origin in [("vlm.example.org", "https://vlm.example.org"), ("VLM.EXAMPLE.ORG:8443", None),
+                             ("LocalHost", "http://LOCALHOST:7860")]:
+            headers = {**accept, "Host": host, **({"Origin": origin} if origin else {})}
+            assert httpx.post(url, json=post, headers=headers).status_code == 200, (host, origin)
+        assert httpx.post(url, json=post, headers={**accept, "Host": "EVIL.example"}).status_code == 421
+
+
 def test_a_data_url_without_base64_is_refused_as_the_api_does():
     engine, _ = make_engine(script=b"Hi")
     plain = "data:image/png," + base64.b64encode(b"x").decode()

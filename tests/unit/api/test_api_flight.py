@@ -155,3 +155,17 @@ def test_an_error_mid_stream_is_reported_in_band_and_frees_the_engine(caplog):
             RemoteEngine(server.url).answer(Request(IMG))
         assert post(server, {"messages": msgs(IMAGE)}).status_code == 500
         assert not engine.busy and "the language model broke" in caplog.text
+
+
+def test_a_clients_longer_queue_wait_is_capped_by_the_servers():
+    lm = SeedLM(delay=0.1)  # ~2 s an answer
+    engine, _ = make_engine(lm)
+    with serve(engine, queue_wait_s=0.2) as server:
+        def patient():
+            t = time.perf_counter()
+            r = post(server, {"messages": msgs(IMAGE), "queue_wait_s": 30})
+            return r.status_code, time.perf_counter() - t, time.perf_counter()
+
+        first, (status, waited, refused_at) = run_threads(engine, ask(server, 1, stream=True), patient)
+    assert first == "<1>" * 6 and status == 503
+    assert waited < 1 and refused_at < lm.spans[0][1], (waited, refused_at, lm.spans)  # not when the engine was free

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -83,6 +84,19 @@ def test_too_many_or_too_long_stop_strings_are_refused(hello, stop):
 def test_stop_strings_within_the_limits_still_stop_the_answer(hello):
     r = post(hello, {"messages": msgs(IMAGE), "stop": ["", "z", "q", "llo"]})  # the script says "Hello!"
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "He"
+
+
+def test_the_documented_limits_are_4_stop_strings_of_64_characters_and_64_parts(hello):
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "api.md").read_text()
+    assert "a list of at most 4, each at most 64 characters" in docs and "at most 64 `text`/`image_url` parts" in docs
+    r = post(hello, {"messages": msgs(IMAGE), "stop": ["z" * 64] * 4})
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello!", r.text
+    assert post(hello, {"messages": msgs(IMAGE), "stop": ["z"] * 5}).status_code == 422
+    assert post(hello, {"messages": msgs(IMAGE), "stop": "z" * 65}).status_code == 422
+    text = {"type": "text", "text": "q"}
+    assert post(hello, {"messages": [{"role": "user", "content": [IMAGE] + [text] * 63}]}).status_code == 200
+    r = post(hello, {"messages": [{"role": "user", "content": [IMAGE] + [text] * 64}]})
+    assert r.status_code == 422 and "at most 64 items" in r.json()["error"]["message"], r.text
 
 
 def test_a_message_of_too_many_parts_is_refused_without_checking_each(hello):

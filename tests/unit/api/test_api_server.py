@@ -194,6 +194,15 @@ def test_api_key_is_checked_before_the_body_is_read():
         assert RemoteEngine(server.url, "s3cret").answer(Request(IMG, "q")).text == "Hello!"
 
 
+def test_a_prefix_or_extension_of_the_key_is_refused():
+    engine, _ = make_engine()
+    with serve(engine, api_key="s3cret") as server:
+        for wrong in ("s3cre", "s", "s3cretX"):
+            r = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {wrong}"})
+            assert r.status_code == 401 and error_of(r)["code"] == "invalid_api_key", wrong
+        assert httpx.get(server.url + "/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
 def test_a_long_strip_image_is_a_400_that_says_what_to_do(fake):
     from PIL import Image
 
@@ -230,6 +239,8 @@ def test_too_many_turns_are_refused_and_the_cap_itself_is_answered(fake):
     ({"Forwarded": 'for="[2001:db8::7]:4711"'}, ("127.0.0.0/8",), False),
     ({"X-Forwarded-For": "127.0.0.1"}, ("127.0.0.1",), True),  # a named proxy, a local client
     ({"X-Forwarded-For": "203.0.113.9, 127.0.0.1"}, ("127.0.0.1",), False),  # the nearest untrusted hop counts
+    # a client-written loopback entry left of the address the proxy saw is not believed
+    ({"X-Forwarded-For": "127.0.0.2, 203.0.113.9"}, ("127.0.0.1",), False),
 ])
 def test_without_a_key_forwarded_requests_count_as_remote_unless_the_proxy_is_named(headers, trusted, allowed):
     engine, _ = make_engine()

@@ -51,6 +51,23 @@ def test_the_forwarded_header_is_one_of_three():
     assert app._api_settings(args).forwarded_header == "x-real-ip"
 
 
+def test_every_endpoint_but_health_needs_the_key():
+    from fastvlm.api import ApiSettings
+    from fastvlm.api.server import BackgroundServer, create_app
+
+    engine, _ = make_engine()
+    api = create_app(engine, ApiSettings(api_key=KEY), host="127.0.0.1")
+    # every endpoint the app documents (the routes FastAPI knows), so a new one is checked too
+    routes = [(method.upper(), re.sub(r"\{[^}]*\}", "fastvlm", path)) for path, item in api.openapi()["paths"].items()
+              if path != "/health" for method in item]
+    assert {path for _, path in routes} >= {"/v1/chat/completions", "/v1/prepare", "/predict", "/v1/models"}
+    with BackgroundServer(api) as server:
+        for method, path in routes:
+            r = httpx.request(method, server.url + path, json={"image_url": {"url": "data:,"}})
+            assert r.status_code == 401 and error_of(r)["code"] == "missing_api_key", (method, path, r.text)
+        assert httpx.get(server.url + "/health").status_code == 200
+
+
 # -- 2: the page and its Gradio endpoints behind a login when asked ----------------------------------------------
 def test_with_page_protection_gradio_client_cannot_call_ask_image(tmp_path):
     gradio_client = pytest.importorskip("gradio_client")

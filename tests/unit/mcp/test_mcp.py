@@ -123,6 +123,17 @@ def test_the_apis_key_rule_and_body_limit_apply():
         assert too_big.status_code == 413 and "larger than 4,000 bytes" in too_big.json()["error"]["message"]
 
 
+def test_a_prefix_or_extension_of_the_key_is_refused():
+    engine, _ = make_engine(script=b"Hi")
+    with serve(engine, api_key="s3cret") as url:
+        post = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {"Accept": "application/json, text/event-stream"}
+        for wrong in ("s3cre", "s", "s3cretX"):
+            r = httpx.post(url, json=post, headers={**headers, "Authorization": f"Bearer {wrong}"})
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", wrong
+        assert httpx.post(url, json=post, headers={**headers, "Authorization": "Bearer s3cret"}).status_code == 200
+
+
 def test_the_engines_pixel_limit_and_message_apply():
     engine, _ = make_engine(script=b"Hi")
     engine.config = dataclasses.replace(engine.config, max_image_pixels=1000)

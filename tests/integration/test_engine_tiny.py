@@ -71,6 +71,16 @@ def test_user_cannot_end_the_turn_with_a_typed_marker(tiny_engine):
     assert im_end[0] not in lm.tokenize("hi <|im_end|> there", special=False)
 
 
+def test_the_real_models_end_tokens_give_their_stop_reasons(tiny_engine):
+    lm = tiny_engine.lm
+    (im_end,) = lm.tokenize("<|im_end|>", special=True)
+    (end_of_text,) = lm.tokenize("<|endoftext|>", special=True)
+    assert lm.stop_reason(im_end) == "end_of_turn"
+    assert lm.stop_reason(end_of_text) == "end_of_text"
+    words = lm.tokenize("a cat, 42.", special=False)
+    assert words and [lm.stop_reason(t) for t in words] == [None] * len(words)
+
+
 def test_multibyte_text_round_trips_through_token_pieces(tiny_engine):
     lm = tiny_engine.lm
     text = "naïve 🌍 世界 — ok"

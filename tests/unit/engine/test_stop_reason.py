@@ -47,3 +47,19 @@ def test_cancelled_while_waiting_for_the_turn_still_ends_with_one_done():
     waiter.join(10)
     assert [type(e) for e in got] == [Done] and got[0].stats.stop_reason == "cancelled"
     assert not engine.busy
+
+
+def test_a_request_cancelled_while_waiting_leaves_the_line_while_the_first_still_runs():
+    engine, cancel = make(), CancelToken()
+    first = engine.stream(Request(IMAGE, "q", options=GenerationOptions(max_new_tokens=64)))
+    next(first)  # holds the engine until it is closed
+    got = []
+    waiter = threading.Thread(target=lambda: got.extend(engine.stream(Request(IMAGE, "p"), cancel=cancel)))
+    waiter.start()
+    cancel.cancel()
+    waiter.join(1)
+    left_at_once, first_running = not waiter.is_alive(), engine.busy
+    first.close()
+    waiter.join(10)
+    assert left_at_once and first_running  # not only once the engine was free
+    assert [type(e) for e in got] == [Done] and got[0].stats.stop_reason == "cancelled"

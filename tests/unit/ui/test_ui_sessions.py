@@ -1,6 +1,6 @@
 """What one person's page may cost: its session states are freed once it has been closed for Gradio's grace period
-(the running answer stops, the Live tab's last frame goes), and a camera's endpoint refuses a huge file before
-decoding it (Gradio's own state holder and components, fakes)."""
+(the running answers stop, the Live tab's last frame goes, the voice line closes and its token is revoked), and a
+camera's endpoint refuses a huge file before decoding it (Gradio's own state holder and components, fakes)."""
 
 import asyncio
 
@@ -14,28 +14,63 @@ from PIL import Image, ImageFile
 from fastvlm import EngineConfig
 from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
+from tests.unit.ui.test_ui_voice import make_engine, make_models
+from tests.unit.ui.test_ui_voice_link import closed_with, opened, served, silence_then_wait
+from tests.unit.ui.test_ui_voice_tab import pcm
 from ui import create_app
 from ui.tab_image import ImageSession
 from ui.tab_live import LiveSession, remember
+from ui.tab_snapshot import SnapshotSession
+from ui.voice.link import REPLACED, UNKNOWN
+from ui.voice.session import VoiceSession
 
 
-def test_a_closed_pages_sessions_are_freed_and_their_answers_stopped():
-    engine = Engine(FakeVision(), FakeLM(b"x"), EngineConfig(vision_path="v.onnx", llm_path="m.gguf",
-                                                              resolution=128, threads=1))
-    demo = create_app(engine)
+def loaded_page(demo: gr.Blocks):
+    """A page of `demo` as it loads (its sessions written, as `_keep_sessions` does); (holder, page, {type: id})."""
     holder = StateHolder()
     holder.set_blocks(demo)
     page = holder["one person"]
     load = next(fn for fn in demo.fns.values() if fn.name == "_keep_sessions")  # runs as the page loads
     asyncio.run(demo.process_api(load, [None] * len(load.inputs), state=page))
     states = {type(block.value): block._id for block in demo.blocks.values() if isinstance(block, gr.State)}
-    image, live = page[states[ImageSession]], page[states[LiveSession]]
-    image.turnstile.enter("photo.png")  # a question is being answered (handlers change the sessions in place)
-    remember(live, np.zeros((720, 1280, 3), np.uint8))
+    return holder, page, states
+
+
+def close_page(holder: StateHolder, page) -> None:
     page.is_closed, page.STATE_TTL_WHEN_CLOSED = True, 0  # the page closed, the grace period over
     holder.delete_all_expired_state()
+
+
+def test_a_closed_pages_sessions_are_freed_and_their_answers_stopped():
+    engine = Engine(FakeVision(), FakeLM(b"x"), EngineConfig(vision_path="v.onnx", llm_path="m.gguf",
+                                                              resolution=128, threads=1))
+    holder, page, states = loaded_page(create_app(engine))
+    assert set(states) == {ImageSession, SnapshotSession, LiveSession}
+    image, snapshot, live = (page[states[kind]] for kind in (ImageSession, SnapshotSession, LiveSession))
+    image.turnstile.enter("photo.png")  # a question is being answered (handlers change the sessions in place)
+    snapshot.turnstile.enter()
+    remember(live, np.zeros((720, 1280, 3), np.uint8))
+    close_page(holder, page)
     assert image.turnstile.token.cancelled  # was: never (the answer's delete callback never ran)
-    assert states[ImageSession] not in page.state_data and states[LiveSession] not in page.state_data  # was: kept
+    assert snapshot.turnstile.token.cancelled
+    assert not set(states.values()) & set(page.state_data)  # was: kept
+
+
+def test_a_closed_pages_voice_token_is_revoked_and_its_open_line_closed(tmp_path):
+    demo = create_app(make_engine(), speech=make_models(tmp_path))
+    holder, page, states = loaded_page(demo)
+    session, links = page[states[VoiceSession]], demo.voice_links
+    session.frame = np.zeros((8, 8, 3), np.uint8)
+    session.listen(make_models(tmp_path).turn_taker())
+    token, client = links.issue(session), served(links)
+    with opened(client, token) as ws:
+        silence_then_wait(ws, 1, lambda: links.open_lines == 1)
+        close_page(holder, page)
+        ws.send_bytes(pcm(np.zeros(640)))  # the line closes at its next frame
+        assert closed_with(ws) == REPLACED and links.open_lines == 0
+    with opened(client, token) as ws:  # the token opens nothing any more
+        assert closed_with(ws) == UNKNOWN
+    assert states[VoiceSession] not in page.state_data
 
 
 @pytest.mark.parametrize("camera", ["snapshot-camera", "live-camera"])

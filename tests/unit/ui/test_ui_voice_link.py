@@ -13,7 +13,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import pcm
-from ui.voice.link import BUSY, NO_HELLO, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink
+from ui.voice.link import BUSY, NO_HELLO, REPLACED, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink
 from ui.voice.links import VoiceLinks
 from ui.voice.listening import listen
 from ui.voice.session import VoiceSession
@@ -123,6 +123,17 @@ def test_an_unknown_token_or_a_revoked_one_opens_nothing(tmp_path):
     with opened(client, token) as ws:
         assert closed_with(ws) == UNKNOWN
     assert session.link is None
+
+
+def test_revoking_a_token_closes_its_open_line_at_the_next_frame(tmp_path):
+    links = VoiceLinks(SETTINGS)
+    session, token = listening(tmp_path, links)
+    with opened(served(links), token) as ws:
+        silence_then_wait(ws, 1, lambda: links.open_lines == 1)
+        links.revoke(token)
+        ws.send_bytes(pcm(np.zeros(640)))
+        assert closed_with(ws) == REPLACED
+    assert links.open_lines == 0 and session.link is None
 
 
 def test_a_line_that_does_not_begin_with_a_hello_carrying_its_token_is_closed(tmp_path):

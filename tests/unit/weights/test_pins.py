@@ -55,6 +55,32 @@ def test_a_candidate_may_carry_its_own_hash_and_revision(tmp_path):
         hub.cached(wrong)
 
 
+def test_a_lookup_asks_the_cache_for_the_pinned_revision_after_upstream_moved(tmp_path):
+    hub, c = Hub(cache_dir=tmp_path / "hub"), Candidate("someone/exports", "llm.gguf")
+    first = cache_file(tmp_path / "hub", c.repo, c.path, b"GGUF first", commit="b" * 40)
+    assert hub.cached(c) == first
+    cache_file(tmp_path / "hub", c.repo, c.path, b"GGUF newer", commit="c" * 40)  # refs/main moves to c
+    assert hub.cached(c) == first  # the pinned commit, not a PinMismatch on the newest
+
+
+def test_a_download_asks_for_the_pinned_revision_and_is_checked_against_its_pin(tmp_path, monkeypatch):
+    import huggingface_hub as hf
+
+    cache = tmp_path / "hub"
+    hub, c = Hub(cache_dir=cache), Candidate("someone/exports", "llm.gguf")
+    first = cache_file(cache, c.repo, c.path, b"GGUF first", commit="b" * 40)
+    files, asked = {None: first, "b" * 40: first}, []  # what the fake Hub serves per revision asked (None: main)
+    monkeypatch.setattr(Hub, "is_offline", False)
+    monkeypatch.setattr(hf, "hf_hub_download", lambda repo, path, revision=None, **kw: asked.append(revision)
+                        or str(files[revision]))
+    assert hub.download(c) == first  # pinned at b
+    files[None] = cache_file(cache, c.repo, c.path, b"GGUF newer", commit="c" * 40)  # upstream moved on
+    assert hub.download(c) == first and asked == [None, "b" * 40]
+    first.write_bytes(b"GGUF changed")  # the pinned revision's download brings other bytes
+    with pytest.raises(PinMismatch, match="not the file that was pinned"):
+        hub.download(c)
+
+
 @pytest.mark.parametrize("name", ["../escaped.bin", "/tmp/absolute.bin", "sub/dir.bin"])
 def test_external_data_names_must_be_plain_file_names(tmp_path, name):
     onnx = pytest.importorskip("onnx")

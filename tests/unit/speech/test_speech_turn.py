@@ -1,6 +1,7 @@
 """The end-of-turn rules with a loudness VAD and a scripted transcriber (fast, no models); the same on real
 speech with Silero VAD and Whisper is tests/integration/test_turn_taking.py."""
 
+import logging
 import threading
 
 import numpy as np
@@ -281,6 +282,16 @@ def test_a_failing_judge_leaves_the_fallback_silence_to_end_the_turn():
     taker = TurnTaker(LoudnessVad(), ScriptedTranscriber("What is this?"), SpeechConfig(), BrokenJudge(), "semantic")
     [(end, seen)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(2.5)])))
     assert end.by == "fallback" and seen >= 3.0 and end.transcript.result().text == "What is this?"
+
+
+def test_a_failing_judges_warning_is_logged_once_per_pause(caplog):
+    taker = TurnTaker(LoudnessVad(), ScriptedTranscriber("What is", "What is this?"), SpeechConfig(), BrokenJudge(),
+                      "semantic")
+    with caplog.at_level(logging.WARNING, logger="fastvlm.speech.turn"):
+        [(end, _)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(0.5), voice(1.0), quiet(2.5)])))
+    assert end.by == "fallback"
+    warned = [r for r in caplog.records if "judge failed" in r.getMessage()]
+    assert len(warned) == 2, [r.getMessage() for r in warned]  # two pauses, one each (not one per chunk)
 
 
 def test_rules_and_their_settings_are_checked():

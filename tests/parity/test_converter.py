@@ -112,13 +112,13 @@ def test_check_converted_gates_q8_0_and_a_foreign_vision_encoder(tiny_parity, tm
     """`convert`'s check on a Q8_0 file (what --quant auto writes): its own files pass the Q8_0 logits gate;
     another model's vision.onnx fails on the image embeddings' cosine (it passed: only the tokenizer was judged)."""
     from fastvlm.convert.build import convert_quants
-    from fastvlm.verify.parity import check_converted
+    from fastvlm.verify.parity import QUANT_LOGITS, check_converted
 
     _, work = tiny_parity
     checkpoint = work / "tiny-0" / "checkpoint"
     vision, llms = convert_quants(checkpoint, tmp_path, ("q8_0",))
     own = check_converted(checkpoint, vision, llms["q8_0"], "q8_0", 256)
-    assert own.passed and own.gates["default"] == 1.0, own.summary()
+    assert own.passed and own.gates["default"] == QUANT_LOGITS == 3.0, own.summary()
     foreign = check_converted(checkpoint, work / "tiny-1" / "out" / "vision.onnx", llms["q8_0"], "q8_0", 256)
     assert not foreign.passed
     assert any("cosine" in f for f in foreign.failures()), foreign.summary()

@@ -79,6 +79,10 @@ def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float
         if session.question_frame is None or not taker.detector.onsets:
             session.question_frame = session.frame
         session.starts += 1
+        session.over_waiting = session.awaiting and not playing  # its answer not begun: nothing to stop
+        if session.over_waiting:  # with no words, the speech is over sooner and its answer comes (UtteranceEnded)
+            taker.over_answer = True
+            return
         taker.over_answer = playing or (session.speech is not None and not session.speech.done)
         if taker.over_answer:  # with no words, it is over sooner (turn.TurnTaker) and the answer goes on
             if playing and session.held is None and b is not None and b.hold_s is not None:
@@ -91,7 +95,10 @@ def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float
     elif isinstance(event, TurnResumed):
         session.resume(event.end_s)
     elif isinstance(event, UtteranceEnded):
-        if not session.confirm(event.end_s):
+        over_waiting, session.over_waiting = session.over_waiting, False
+        if over_waiting and getattr(event, "by", None) == "no_words":  # a cough while a question waited for
+            session.play_on(now)  # its answer: nothing was asked, that answer comes (a sound held meanwhile too)
+        elif not session.confirm(event.end_s):
             session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
         elif session.push is not None:
             session.push()  # what is ready of the answer begun at the verdict sounds now

@@ -118,6 +118,14 @@ class VoiceSession:
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
     held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
     push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (turn.py)
+    transcribing: int | None = None  # the turn whose question `answer_turn` took and has not begun to answer
+    over_waiting: bool = False  # the speech going on began while a question waited for its answer (`awaiting`)
+
+    @property
+    def awaiting(self) -> bool:
+        """A question was asked and its answer has not begun (not yet taken by `answer_turn`, or being transcribed
+        there): speech now stops nothing, and with no words in it lets that answer come (`listening`)."""
+        return self.utterance is not None or (self.transcribing is not None and self.transcribing == self.turn)
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker

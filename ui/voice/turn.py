@@ -103,6 +103,16 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     if u is None:
         return
     turn, session.warned_silent = session.turn, False
+    session.transcribing = turn  # until its answer begins (`_speak`), speech over it stops nothing
+    try:
+        yield from _answer(engine, models, session, settings, clock, u, turn)
+    finally:
+        if session.transcribing == turn:
+            session.transcribing = None
+
+
+def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings, clock,
+            u: Utterance, turn: int) -> Iterator[VoiceEvent]:
     heard = _transcribe(models.transcriber, u)
     if isinstance(heard, NotHeard):
         sounding = session.held is not None
@@ -146,6 +156,8 @@ def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
     ends stay in `session.speech`."""
     turn, queue, before = session.turn, answer.queue, answer.request.answer_so_far
     session.speech, session.answer = queue, answer
+    if session.transcribing == turn:
+        session.transcribing = None  # its answer has begun: speech over it stops it now
     session.push = queue.on_ready = LinePush(session, queue, turn, settings, clock)
     yield from _due(session, queue, turn, settings, clock)  # what was said before it had a way to the page
     if answer.finished:

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from fastvlm.speech import Transcript
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import on_line, pcm
 from ui.voice.tab import answer, push_to_talk_started, speak, stop
@@ -72,3 +73,54 @@ def test_push_to_talk_drops_a_sound_held_for_a_question(tmp_path):
     _, session, sent, _ = spoken_over(tmp_path, "")
     push_to_talk_started(session)
     assert sent[-1] == {"type": "hush", "turn": session.turn} and session.held is None
+
+
+class ByLength:
+    """Hears the question in a second or more of audio, `short` in less (a cough: "Um."); `during` runs once
+    while the question is transcribed."""
+
+    def __init__(self, short: str = "Um."):
+        self.short, self.during = short, None
+
+    def transcribe(self, audio):
+        if audio.size < 0.7 * RATE:
+            return Transcript(self.short, "en", audio.size / RATE, elapsed_s=0.01)
+        during, self.during = self.during, None
+        if during is not None:
+            during()
+        return Transcript("What am I holding?", "en", audio.size / RATE, elapsed_s=0.01)
+
+
+def speak_over(link, seconds: float = 0.4) -> None:
+    for frame in np.split(np.concatenate([voice(seconds), np.zeros(3 * RATE)]), (seconds + 3) / 0.04):
+        link.hear(pcm(frame))
+
+
+@pytest.mark.parametrize("when", ["asked", "transcribed"])  # before `answer_turn` took it, or while it hears it
+def test_a_cough_while_a_question_waits_for_its_answer_stops_nothing_and_asks_nothing(tmp_path, when):
+    transcriber = ByLength()
+    models, engine = make_models(tmp_path, transcriber), make_engine()
+    session = asked(models)
+    link, sent = on_line(session)
+    turn = session.turn
+    if when == "asked":
+        speak_over(link)
+    else:
+        transcriber.during = lambda: speak_over(link)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 'Heard only "Um."'
+        updates = list(answer(engine, models, session, SETTINGS))
+    assert [m["type"] for m in sent if isinstance(m, dict)] == ["start"]  # no hush, no second question
+    assert session.turn == turn and session.questions == 1 and session.utterance is None
+    assert updates[0]["transcript"] == "What am I holding?"
+    assert [u["answer"] for u in updates if "answer" in u][-1] == "You hold a red cup. It looks full. That is all."
+
+
+def test_a_question_with_words_while_another_waits_for_its_answer_is_the_next_question(tmp_path):
+    models, engine = make_models(tmp_path, ByLength(short="Where is it?")), make_engine(b"Here.")
+    session = asked(models)
+    link, sent = on_line(session)
+    speak_over(link)
+    assert [m["type"] for m in sent if isinstance(m, dict)] == ["start", "hush", "ask"] and session.questions == 2
+    updates = list(answer(engine, models, session, SETTINGS))
+    assert updates[0]["transcript"] == "Where is it?" and [u["answer"] for u in updates if "answer" in u][-1] == "Here."

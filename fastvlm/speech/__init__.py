@@ -12,17 +12,16 @@ from .judge import SmartTurnJudge, TranscriptJudge, TurnJudge, Verdict, load_jud
 from .sentences import SentenceChunker, split_sentences
 from .stt import Transcriber, Transcript, WhisperTranscriber, resolve_whisper_model, word_error_rate
 from .tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, Speaker, Speech, SpeechUnavailable, remove_old_audio
+from .silero import SileroVad, silero_vad
 from .turn import TurnEnded, TurnTaker
 from .vad import (
                   Paused,
-                  SileroVad,
                   SpeechOnset,
                   SpeechStarted,
                   TurnDetector,
                   TurnEvent,
                   UtteranceEnded,
                   VadModel,
-                  silero_vad,
 )
 
 __all__ = [

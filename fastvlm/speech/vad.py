@@ -6,6 +6,8 @@ window of speech (grab the camera frame, start preparing the image), `SpeechStar
 pause of that length inside the speech (the utterance so far: judge or transcribe it while the person may go
 on), and after `end_silence_ms` of silence `UtteranceEnded` with the question's audio; `end_now()` ends the
 utterance early, in a pause, when something else decided the question is over (`fastvlm.speech.turn`).
+Speech longer than `max_audio_s` ends there (`truncated`); what follows without `end_silence_ms` of silence is
+its tail, never a new question.
 Each browser session keeps its own detector; the Silero model is shared (its recurrent state lives in the
 detector, so nothing leaks between sessions).
 """
@@ -13,7 +15,6 @@ detector, so nothing leaks between sessions).
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -69,41 +70,6 @@ class VadModel(Protocol):
         ...
 
 
-class SileroVad:
-    """faster-whisper's Silero VAD ONNX session, run window by window with the LSTM state carried over.
-
-    Gives exactly the probabilities `faster_whisper.vad.get_speech_timestamps` computes over the whole
-    recording at once, but each chunk costs only its own windows.
-    """
-
-    CONTEXT = 64  # samples of the previous window each window sees
-
-    def __init__(self, session: Any) -> None:
-        self._session = session  # onnxruntime.InferenceSession: run() is thread-safe
-
-    def initial_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        zeros = np.zeros((1, 1, 128), np.float32)
-        return zeros, zeros, np.zeros(self.CONTEXT, np.float32)  # h, c, last window's tail
-
-    def __call__(self, windows: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
-        h, c, tail = state
-        context = np.concatenate([tail[None], windows[:-1, -self.CONTEXT :]])  # (n, 64)
-        batch = np.concatenate([context, windows], axis=1)  # (n, 576)
-        probs, h, c = self._session.run(None, {"input": batch, "h": h, "c": c})
-        return probs.reshape(-1), (h, c, windows[-1, -self.CONTEXT :].copy())
-
-
-@functools.lru_cache(maxsize=1)
-def silero_vad() -> SileroVad:
-    """The process's shared Silero VAD (loaded on first use)."""
-    try:
-        from faster_whisper.vad import get_vad_model
-    except ImportError as e:
-        hint = "turn detection needs faster-whisper (it ships Silero VAD): pip install faster-whisper"
-        raise ImportError(hint) from e
-    return SileroVad(get_vad_model().session)
-
-
 @dataclass
 class _Utterance:
     start: int  # first speech window, in 16 kHz samples since reset
@@ -122,6 +88,8 @@ class _Stream:
     audio: list[np.ndarray] = field(default_factory=list)  # recent 16 kHz audio (pre-roll + utterance)
     audio_from: int = 0  # sample index of audio[0][0]
     utterance: _Utterance | None = None
+    overflow: bool = False  # an utterance was cut at `max_audio_s`: the speech going on is its tail, not a question
+    quiet_from: int | None = None  # in the overflow: first window of the current run of silence
 
 
 class TurnDetector:
@@ -213,6 +181,9 @@ class TurnDetector:
     def _step(self, p: float, at: int) -> TurnEvent | None:
         """Advance by one window that starts at sample `at` with speech probability `p`."""
         u = self._s.utterance
+        if u is None and self._s.overflow:
+            self._overflowing(p, at)
+            return None
         if u is None:
             if p >= self._threshold:
                 min_speech = max(self._min_speech, (self.strict_ms or 0) * RATE // 1000)
@@ -238,8 +209,20 @@ class TurnDetector:
             lo, hi = self._bounds(u.start, u.silence_from)
             return Paused(np.concatenate(self._s.audio)[lo:hi].copy(), u.start / RATE, u.silence_from / RATE)
         if end - u.start >= self._max - self._pad:  # the audio with its lead-in stays within max_audio_s
+            self._s.overflow, self._s.quiet_from = True, u.silence_from
             return self._finish(end, truncated=True)
         return None
+
+    def _overflowing(self, p: float, at: int) -> None:
+        """Speech that goes on past a question cut at `max_audio_s` is that question's tail: no new question starts
+        (it would stop the first and be asked alone) until the silence that ends an utterance has passed."""
+        s = self._s
+        if p >= self._threshold:
+            s.quiet_from = None
+        elif p < self._neg_threshold and s.quiet_from is None:
+            s.quiet_from = at
+        if s.quiet_from is not None and at + WINDOW - s.quiet_from >= self._end_silence:
+            s.overflow, s.quiet_from = False, None
 
     @property
     def onset_s(self) -> float:

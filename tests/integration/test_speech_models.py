@@ -16,7 +16,8 @@ from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.sentences import split_sentences
 from fastvlm.speech.stt import word_errors
 from fastvlm.speech.tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, SpeechUnavailable
-from fastvlm.speech.vad import SpeechStarted, TurnDetector, UtteranceEnded, silero_vad
+from fastvlm.speech.silero import silero_vad
+from fastvlm.speech.vad import SpeechStarted, TurnDetector, UtteranceEnded
 from tests.installed import load_whisper, skip_missing
 
 QUESTIONS = [

@@ -12,7 +12,7 @@ from fastvlm.engine.events import ModelFileError
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.judge import SmartTurnJudge, TranscriptJudge
 from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed, TurnTaker
-from fastvlm.speech.vad import silero_vad
+from fastvlm.speech.silero import silero_vad
 from tests.installed import load_whisper, skip_missing
 
 RATE = 16_000

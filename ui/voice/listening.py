@@ -99,7 +99,7 @@ def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float
         if over_waiting and getattr(event, "by", None) == "no_words":  # a cough while a question waited for
             session.play_on(now)  # its answer: nothing was asked, that answer comes (a sound held meanwhile too)
         elif not session.confirm(event.end_s):
-            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None))
+            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None), cut=event.truncated)
         elif session.push is not None:
             session.push()  # what is ready of the answer begun at the verdict sounds now
 

@@ -87,6 +87,7 @@ class Utterance:
     ended_at: float  # monotonic time the speech ended (hands-free: the detector's end, not its decision)
     early: Future | None = None  # its transcript, begun at the pause that ended it (see `listen`)
     asked_at: float = field(default_factory=time.monotonic)  # monotonic time it became the question
+    cut: bool = False  # still spoken at `max_audio_s`: only that much of it is the question
 
 
 @dataclass
@@ -186,12 +187,13 @@ class VoiceSession:
         return True
 
     def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None,
-            held_end_s: float | None = None) -> None:
+            held_end_s: float | None = None, cut: bool = False) -> None:
         """`audio` is the next question, about the frame taken when it began (or the latest one). `held_end_s`:
-        it is answered before its end is confirmed; nothing is said until `confirm`, `resume` drops it."""
+        it is answered before its end is confirmed; nothing is said until `confirm`, `resume` drops it. `cut`:
+        the person was still speaking at `max_audio_s`."""
         self.interrupt()
         frame = self.question_frame if self.question_frame is not None else self.frame
-        self.utterance, self.question_frame = Utterance(audio, frame, ended_at, early), None
+        self.utterance, self.question_frame = Utterance(audio, frame, ended_at, early, cut=cut), None
         self.held_end_s = held_end_s
         self.questions += 1
 

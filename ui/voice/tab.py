@@ -171,8 +171,8 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
     """Turn events -> page updates by output name (transcript, answer, readout, voice, speaker, status)."""
     for ev in events:
         if isinstance(ev, Heard):
-            if ev.transcript.notice:
-                gr.Info(ev.transcript.notice)
+            for notice in filter(None, (ev.notice, ev.transcript.notice)):
+                gr.Info(notice)
             session.phase = "thinking"
             yield {"transcript": ev.transcript.text, "answer": "", "readout": readout(session.times),
                    "status": status_html("thinking"), "voice": voice_html("")}

@@ -20,6 +20,7 @@ from pathlib import Path
 from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import Done, Event, InputError, Request, TextDelta
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
+from fastvlm.speech.audio import RATE
 
 from ..backend import Backend
 from ..settings import AppSettings
@@ -35,6 +36,7 @@ NO_SPEECH = "No speech heard: speak closer to the microphone, or check that it i
 NO_FRAME = "No camera frame yet: allow the camera (Start turns it on), then ask again."
 STT_FAILED = "The question could not be transcribed (details are in the server log). Ask again."
 ONLY_FILLERS = "Heard only “{}”: no question was asked. Ask again."
+CUT = "Only the first {:.0f} s of the question were heard: what you said after that was not. Ask in shorter parts."
 EDGE_MP3_BITS_PER_S = 48_000  # edge-tts always writes audio-24khz-48kbitrate-mono-mp3 (constant bit rate)
 
 
@@ -42,6 +44,7 @@ EDGE_MP3_BITS_PER_S = 48_000  # edge-tts always writes audio-24khz-48kbitrate-mo
 @dataclass(frozen=True)
 class Heard:
     transcript: Transcript
+    notice: str | None = None  # a line for the person besides the transcript's own (the question was cut)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     if session.held is not None:  # a question over the answer: what the page holds of it is dropped
         session.drop_sound()
     session.times = TurnTimes(stt_s=heard.elapsed_s, asked_s=u.asked_at - u.ended_at)
-    yield Heard(heard)
+    yield Heard(heard, CUT.format(u.audio.size / RATE) if u.cut else None)
     if u.frame is None:
         yield NotHeard(NO_FRAME)
         return

@@ -125,6 +125,17 @@ def test_speech_longer_than_the_limit_is_cut_there():
     assert ends[0].audio.size <= 2.0 * RATE
 
 
+@pytest.mark.parametrize("pause_s", [0.0, 0.4])  # none, or shorter than end_silence_ms
+def test_speech_that_goes_on_past_the_limit_is_its_tail_until_the_end_silence(pause_s):
+    d = detector(max_audio_s=2.0)
+    tail = np.concatenate([voice(1), silence(pause_s), voice(1), silence(0.8)])
+    events = feed(d, np.concatenate([voice(2), tail, voice(1), silence(1)]))
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded, SpeechStarted, UtteranceEnded]
+    (_, _), (cut, _), (_, _), (after, _) = events
+    assert cut.truncated and not after.truncated  # the tail was no question; the speech after its silence is
+    assert after.start_s == pytest.approx(2 + tail.size / RATE, abs=WINDOW / RATE)
+
+
 def test_muted_audio_is_never_a_question():
     d = detector()
     with d.muting():

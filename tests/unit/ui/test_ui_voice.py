@@ -269,6 +269,18 @@ def test_the_silence_rule_transcribes_from_each_pause_and_answers_from_the_one_t
     assert transcriber.calls == 3  # one per pause; the answer used the second, made from the whole question
 
 
+def test_a_question_spoken_past_max_audio_is_answered_from_its_first_part_and_says_so(tmp_path):
+    transcriber = FakeTranscriber("What is on the table and what")  # unfinished at every pause
+    models = SpeechModels(transcriber, FakeSpeaker(tmp_path), LoudnessVad(), SpeechConfig(max_audio_s=2.0))
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker(likely_events=True))
+    events = talk(session, np.concatenate([voice(3.5), np.zeros(3 * RATE, np.float32)]))
+    assert [type(e) for e in events] == [SpeechStarted, TurnEnded] and events[1].by == "max_audio"
+    assert session.questions == 1 and session.utterance.cut  # its tail neither stopped it nor was asked
+    heard = next(answer_turn(make_engine(), models, session, SETTINGS))
+    assert isinstance(heard, Heard) and heard.notice.startswith("Only the first 2 s of the question were heard")
+
+
 def test_with_barge_in_speech_over_the_playing_answer_stops_it_and_is_the_next_question(tmp_path):
     engine, models = make_engine(b"x" * 400, delay=0.005), make_models(tmp_path)
     session = asked(models)

@@ -72,10 +72,56 @@ def resample(x: np.ndarray, rate_in: int, rate_out: int = RATE) -> np.ndarray:
     if rate_in == rate_out or x.size == 0:
         return x
     if rate_in > rate_out:  # keep content below the new Nyquist frequency, or it folds back as noise
-        x = np.convolve(x, _lowpass(0.45 * rate_out / rate_in), mode="same").astype(np.float32)
+        taps = _lowpass(0.45 * rate_out / rate_in)
+        x = np.convolve(x, taps)[taps.size // 2 : taps.size // 2 + x.size].astype(np.float32)  # centred, as long as x
     n_out = max(1, round(x.size * rate_out / rate_in))
     positions = np.arange(n_out) * (rate_in / rate_out)
     return np.interp(positions, np.arange(x.size), x).astype(np.float32)
+
+
+class StreamResampler:
+    """One stream's chunks -> (n,) float32 mono at `rate_out`, as `resample` makes the whole stream at once.
+
+    Resampling each chunk alone clicks at its edges (the filter sees zeros past them) and miscounts short chunks;
+    this keeps the filter's history and the interpolation's phase instead. An output sample is made once the
+    input it needs has arrived, so the output runs `delay` samples behind `resample` of the whole (4-10 samples,
+    under 1 ms, from 8 to 96 kHz): output j is the whole stream's output j - delay (j < delay: the silence before
+    it), and after n input samples round(n * rate_out / rate_in) have come out, to within one. A new rate starts
+    afresh; `rate_out` itself passes through untouched."""
+
+    def __init__(self, rate_out: int = RATE) -> None:
+        self.rate_out, self.rate_in = rate_out, rate_out
+
+    def __call__(self, sample_rate: int, samples: np.ndarray) -> np.ndarray:
+        x, rate = to_float_mono(samples), _check_rate(sample_rate)
+        if rate != self.rate_in:
+            self._start(rate)
+        return x if rate == self.rate_out else self._resample(x)
+
+    def _start(self, rate: int) -> None:
+        self.rate_in, self._step = rate, rate / self.rate_out  # input samples per output sample
+        self._taps = _lowpass(0.45 * self.rate_out / rate) if rate > self.rate_out else np.ones(1, np.float32)
+        half = self._half = self._taps.size // 2
+        self.delay = int(np.floor((half + 2) / self._step))  # output count within one of n * rate_out / rate_in
+        self._next = 0  # the next output sample; it lies at input position (j - delay) * step
+        self._from = int(np.floor(-self.delay * self._step)) - half  # input index of `_x[0]`
+        self._x = np.zeros(-self._from, np.float32)  # the input still needed: silence before the stream
+
+    def _resample(self, x: np.ndarray) -> np.ndarray:
+        xs = np.concatenate([self._x, x])  # (k,) the input from index `_from`
+        lo = self._from + self._half  # index of the first filtered sample made from it
+        y = np.convolve(xs, self._taps, mode="valid") if xs.size >= self._taps.size else xs[:0]  # from lo
+        hi = lo + y.size - 1  # the last one: an output needs the filtered samples either side of its position
+        end = max(self._next, self.delay + int(np.floor((hi - 1) / self._step)) + 1) if y.size >= 2 else self._next
+        if end == self._next:
+            out = y[:0]
+        else:
+            positions = (np.arange(self._next, end) - self.delay) * self._step  # as `resample` places them
+            out = np.interp(positions, np.arange(lo, hi + 1), y).astype(np.float32)
+        self._next = end
+        keep = int(np.floor((end - self.delay) * self._step)) - self._half  # what the next output needs
+        self._x, self._from = xs[keep - self._from :], keep
+        return out
 
 
 def _lowpass(cutoff: float, half_width: int | None = None) -> np.ndarray:

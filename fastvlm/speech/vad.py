@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .audio import RATE, to_mono_16k
+from .audio import RATE, StreamResampler
 from .config import SpeechConfig
 
 WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
@@ -121,6 +121,7 @@ class TurnDetector:
     def reset(self) -> None:
         """Forget everything heard and unmute; stream time restarts at 0."""
         self._fed = 0  # 16 kHz samples fed since reset, muted ones included
+        self._to_16k = StreamResampler()  # the stream's chunks resampled as one signal
         self._muted_until: float | None = None  # in samples; inf: until unmute()
         self._s = _Stream(self.vad.initial_state())
 
@@ -152,7 +153,7 @@ class TurnDetector:
         """One microphone chunk (any rate, PCM or float, mono or stereo) -> the events it caused."""
         if np.size(chunk) == 0:  # browsers send empty chunks now and then
             return []
-        audio = to_mono_16k(sample_rate, chunk)
+        audio = self._to_16k(sample_rate, chunk)
         if self.muted:
             self._fed += audio.size
             self._s.audio_from = self._fed  # nothing kept while muted: the next audio starts here

@@ -45,7 +45,7 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     if not session.listening or taker is None or np.size(chunk) == 0:
         return []
     now = clock()
-    audio = to_mono_16k(sample_rate, chunk)
+    audio = session.mic(sample_rate, chunk)
     d = taker.detector
     playing = now < session.playing_until + echo_margin_s
     deaf = playing and barge_in is None

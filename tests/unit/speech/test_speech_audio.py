@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fastvlm.engine.events import InputError
-from fastvlm.speech.audio import read_wav, resample, rms, sound_returns, to_mono_16k, write_wav
+from fastvlm.speech.audio import StreamResampler, read_wav, resample, rms, sound_returns, to_mono_16k, write_wav
 from fastvlm.speech.config import SpeechConfig
 
 
@@ -28,6 +28,33 @@ def test_resampling_keeps_length_and_pitch(rate):
 def test_tones_above_the_new_nyquist_are_filtered_not_folded_back():
     out = to_mono_16k(48_000, tone(12_000, 48_000))  # would alias to 4 kHz without the low-pass
     assert rms(out[200:-200]) < 0.01
+
+
+@pytest.mark.parametrize("rate", [8_000, 22_050, 44_100, 48_000])
+@pytest.mark.parametrize("chunk_ms", [10 / 48, 40])  # ~10-sample frames, and the page's 40 ms ones
+def test_a_stream_resampled_chunk_by_chunk_is_the_whole_stream_resampled(rate, chunk_ms):
+    """No click at the chunks' edges, no extra samples from short ones: the whole stream's output, `delay` later."""
+    pcm = (np.random.default_rng(rate).standard_normal(rate // 2) * 3000).astype(np.int16)  # 0.5 s of noise
+    whole = resample(pcm.astype(np.float32) / 32768, rate)
+    stream, step, out = StreamResampler(), max(1, round(rate * chunk_ms / 1000)), []
+    for k in range(0, pcm.size, step):
+        out.append(stream(rate, pcm[k : k + step]))
+        n = min(k + step, pcm.size)
+        assert abs(sum(o.size for o in out) - round(n * 16_000 / rate)) <= 1  # stream time never runs ahead
+    out = np.concatenate(out)
+    assert 0 < stream.delay <= 10
+    np.testing.assert_allclose(out[stream.delay :], whole[: out.size - stream.delay], atol=1e-6)
+
+
+@pytest.mark.parametrize("rate", [22_050, 44_100, 48_000])
+def test_a_recording_shorter_than_the_filter_keeps_its_length(rate):
+    for n in (1, 10, 30, 60):
+        assert abs(to_mono_16k(rate, np.full(n, 1000, np.int16)).size - n * 16_000 / rate) <= 1
+
+
+def test_a_stream_at_16k_passes_through_untouched():
+    x = tone(440, 16_000, 0.04)
+    assert StreamResampler()(16_000, x) is x
 
 
 def test_pcm_formats_scale_to_unit_range():

@@ -114,6 +114,14 @@ def test_microphone_format_48k_stereo_int16():
     assert events[1][0].audio.dtype == np.float32
 
 
+def test_frames_of_a_few_samples_keep_stream_time():
+    mono = np.concatenate([silence(0.5), voice(1), silence(1)])
+    pcm = (np.repeat(mono, 3) * 32767).astype(np.int16)  # 48 kHz, in 10-sample frames
+    events = feed(detector(), pcm, chunk_s=10 / 48_000, rate=48_000)
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[0][0].at_s == pytest.approx(0.5, abs=0.04) and events[1][0].end_s == pytest.approx(1.5, abs=0.04)
+
+
 def test_an_empty_chunk_is_no_event():
     assert detector().feed(48_000, np.zeros((0, 2), np.int16)) == []
 

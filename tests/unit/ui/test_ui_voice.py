@@ -297,6 +297,15 @@ def test_with_barge_in_speech_over_the_playing_answer_stops_it_and_is_the_next_q
     assert not engine.busy and (session.speech is None or session.speech.done)
 
 
+def test_the_line_resamples_its_frames_as_one_stream(tmp_path):
+    session = VoiceSession(frame=FRAME)
+    session.listen(make_models(tmp_path).turn_taker())
+    pcm = (np.repeat(voice(0.5), 3) * 32767).astype(np.int16)  # 0.5 s at 48 kHz, in 10-sample frames
+    for k in range(0, pcm.size, 10):
+        listen(session, 48_000, pcm[k:k + 10], SETTINGS.voice_echo_margin_s)
+    assert session.heard_s == pytest.approx(0.5, abs=1 / RATE)
+
+
 def test_without_barge_in_the_playing_answer_is_not_interrupted(tmp_path):
     models = make_models(tmp_path)
     session = asked(models)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 import shutil
 import subprocess
 import threading
@@ -98,6 +99,12 @@ def open_library() -> EspeakLibrary:
     return EspeakLibrary(lib, sample_rate)
 
 
+def as_words(text: str) -> str:
+    """`text` as the program should read it: `[[...]]` would be eSpeak phoneme codes to the program (not to the
+    library), so every `[[` and `]]` is split (`[ [`), and an answer that writes them is read as it is written."""
+    return re.sub(r"([\[\]])(?=\1)", r"\1 ", text)
+
+
 class EspeakProgram:
     """Debian's `espeak-ng` program. The text goes in on stdin, never through a shell or argv."""
 
@@ -108,7 +115,8 @@ class EspeakProgram:
     def write(self, text: str, voice: str, rate: int, path: Path) -> None:
         args = [self.name, "--stdin", "-b", "1", "-v", voice, "-s", str(rate), "-w", str(path)]
         try:
-            done = subprocess.run(args, input=text.encode("utf-8"), capture_output=True, timeout=self.timeout_s)
+            done = subprocess.run(args, input=as_words(text).encode("utf-8"), capture_output=True,
+                                  timeout=self.timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise EspeakError(f"{self.name} did not run: {e}") from e
         if done.returncode != 0:

@@ -265,3 +265,14 @@ def test_without_the_wheel_the_debian_program_is_used(monkeypatch):
     monkeypatch.setattr(espeak.shutil, "which", lambda name: None)
     with pytest.raises(SpeechUnavailable, match="espeakng-loader.*no espeak-ng program"):
         EspeakSpeaker.load()
+
+
+def test_the_program_reads_double_brackets_as_text_not_as_phoneme_codes(monkeypatch, tmp_path):
+    from fastvlm.speech import espeak
+
+    runs = []
+    monkeypatch.setattr(espeak.subprocess, "run", lambda args, **kw: runs.append((args, kw["input"]))
+                        or types.SimpleNamespace(returncode=0, stderr=b""))
+    espeak.EspeakProgram("espeak-ng").write("Say [[h@l'oU]] or [[[x]]] now", "en-us", 175, tmp_path / "a.wav")
+    (args, stdin), = runs
+    assert "--stdin" in args and stdin.decode() == "Say [ [h@l'oU] ] or [ [ [x] ] ] now"

@@ -171,16 +171,18 @@ class EspeakSpeaker:
 class FallbackSpeaker:
     """Try `primary` (edge-tts); when it fails, `fallback` (eSpeak NG) speaks and `Speech.notice` says why.
 
-    After a primary failure the primary is skipped for `retry_primary_after_s`, so an unreachable
-    network costs its timeout once, not on every sentence.
+    After a primary failure the primary is skipped for `retry_primary_after_s`, twice as long after each failure
+    in a row up to `max_retry_after_s` (60 s, 2, 4, 8 min, then every 15 min), so an unreachable network costs
+    its timeout on one sentence in that while, not on every sentence; a success starts again from 60 s.
     """
 
     def __init__(self, primary: Speaker, fallback: Speaker, retry_primary_after_s: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, max_retry_after_s: float = 900.0) -> None:
         self.primary, self.fallback = primary, fallback
-        self.retry_primary_after_s = retry_primary_after_s
+        self.retry_primary_after_s, self.max_retry_after_s = retry_primary_after_s, max_retry_after_s
         self._clock = clock
         self._primary_down_until = float("-inf")  # shared by all sessions: the network is the same for all
+        self._failures = 0  # primary failures in a row
 
     @classmethod
     def load(cls, config: SpeechConfig | None = None) -> FallbackSpeaker:
@@ -192,11 +194,15 @@ class FallbackSpeaker:
         reason = "edge-tts skipped after a recent failure"
         if self._clock() >= self._primary_down_until:
             try:
-                return self.primary.synthesize(text)
+                speech = self.primary.synthesize(text)
+                self._failures = 0
+                return speech
             except SpeechUnavailable as e:
                 reason = str(e)
-                self._primary_down_until = self._clock() + self.retry_primary_after_s
-                log.warning("primary voice failed, using the offline voice: %s", reason)
+                wait = min(self.retry_primary_after_s * 2 ** min(self._failures, 20), self.max_retry_after_s)
+                self._failures += 1
+                self._primary_down_until = self._clock() + wait
+                log.warning("primary voice failed, using the offline voice (tried again in %.0f s): %s", wait, reason)
         try:
             speech = self.fallback.synthesize(text)
         except SpeechUnavailable as e:

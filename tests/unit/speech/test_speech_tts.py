@@ -146,6 +146,28 @@ def test_fallback_speaks_offline_and_says_why(tmp_path):
     assert primary.calls == 2
 
 
+def test_a_primary_that_keeps_failing_is_tried_less_often_until_it_works_again(tmp_path):
+    now = [0.0]
+    primary = FakeSpeaker("edge-tts", fail="timed out after 5 s", tmp=tmp_path)
+    offline = FakeSpeaker("espeak-ng", tmp=tmp_path)
+    s = FallbackSpeaker(primary, offline, retry_primary_after_s=60, clock=lambda: now[0])  # at most 15 min
+    tried = []
+    for t in range(0, 3600, 5):  # a sentence every 5 s for an hour, the network dead
+        now[0], calls = t, primary.calls
+        s.synthesize("Hello.")
+        tried += [t] if primary.calls > calls else []
+    assert tried[:6] == [0, 60, 180, 420, 900, 1800] and tried[6:] == [2700]  # 60 s, 2, 4, 8, then 15 min
+    primary.fail = None
+    now[0] = 3600.0
+    assert s.synthesize("Back.").engine == "edge-tts"
+    primary.fail = "timed out after 5 s"
+    now[0] = 3601.0
+    s.synthesize("Down again.")
+    now[0] = 3662.0
+    s.synthesize("A minute later.")
+    assert primary.calls == len(tried) + 3  # after a success, the first retry is a minute later again
+
+
 def test_no_sound_at_all_says_both_reasons():
     edge, offline = FakeSpeaker("edge-tts", fail="edge-tts failed (DNS)"), FakeSpeaker("espeak-ng", fail="no eSpeak")
     s = FallbackSpeaker(edge, offline)

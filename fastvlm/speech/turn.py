@@ -55,7 +55,7 @@ class TurnEnded(UtteranceEnded):
 @dataclass(frozen=True, eq=False)
 class TurnLikelyEnded:
     """The judge says the question that paused at `end_s` is finished: it ends there unless the person speaks
-    on within `turn_min_silence_ms` of silence (`TurnResumed`). Answer it now, play the answer at `TurnEnded`."""
+    on within `turn_confirm_silence_ms` of silence (`TurnResumed`). Answer it now, play the answer at `TurnEnded`."""
 
     audio: np.ndarray  # (n,) float32 mono 16 kHz: the speech so far
     start_s: float

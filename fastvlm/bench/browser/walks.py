@@ -144,10 +144,12 @@ ITEM = re.compile(r'<li class="feed-item (\w+)"><span class="feed-meta">(\d\d:\d
 
 def _live_rows(engine, log_rows, t0: float) -> list[dict]:
     """Match each answered request (in order) to the feed item it produced (in order of first appearance)."""
-    seen: dict[str, dict] = {}
+    seen: dict[tuple[str, int], dict] = {}
     for t, _, text in log_rows:
-        for state, at, ttft in ITEM.findall(text):
-            item = seen.setdefault(at, {"shown": t})
+        found = ITEM.findall(text)  # newest first: new items go on top
+        for i, (state, at, ttft) in enumerate(found):
+            older = sum(a == at for _, a, _ in found[i + 1:])  # items of the same second below it: stable as
+            item = seen.setdefault((at, older), {"shown": t})  # new ones go on top (two answers in one second)
             if state == "done" and "done" not in item:
                 item["done"], item["page_ttft_s"] = t, pg.seconds(ttft) if ttft != "…" else None
     items = sorted((i for i in seen.values() if "done" in i), key=lambda i: i["shown"])

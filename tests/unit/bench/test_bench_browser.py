@@ -90,6 +90,19 @@ def test_live_rows_match_answered_requests_to_feed_items_in_order():
         (pytest.approx(0.5), pytest.approx(1.0), 0.3), (pytest.approx(0.8), pytest.approx(1.5), 1.2)]
 
 
+def test_two_live_answers_in_the_same_second_are_two_rows():
+    """Feed items were told apart by their time to the second: two quick answers became one row, and the quick
+    browser journeys failed their 'a row per answer' check now and then."""
+    feed = '<li class="feed-item {}"><span class="feed-meta">{} · TTFT {}</span>'
+    log = [(100.4, "feed", feed.format("done", "10:00:01", "100 ms")),
+           (100.9, "feed", feed.format("done", "10:00:01", "120 ms") + feed.format("done", "10:00:01", "100 ms"))]
+    engine = Recorded([{"at": 100.2, "busy": False, "stats": Stats(0.1)}, {"at": 100.6, "busy": False,
+                                                                          "stats": Stats(0.12)}])
+    rows = walks._live_rows(engine, log, 100.0)
+    assert [(r["first_text_s"], r["page_ttft_s"]) for r in rows] == [(pytest.approx(0.2), 0.1),
+                                                                     (pytest.approx(0.3), 0.12)]
+
+
 def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     spoken = media.SpokenQuestions(Path("q.wav"), ("What am I holding?", "Read the page."), 10.0, 0.5, (1.5, 1.2))
     rec = {"mic_opened": 0.0, "speech_starts": [0.5, 10.5, 20.5], "speech_ends": [2.0, 11.7, 22.0],

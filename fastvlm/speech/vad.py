@@ -226,6 +226,11 @@ class TurnDetector:
             s.overflow, s.quiet_from = False, None
 
     @property
+    def fed_s(self) -> float:
+        """Seconds of 16 kHz audio fed since reset (muted ones included)."""
+        return self._fed / RATE
+
+    @property
     def onset_s(self) -> float:
         """Seconds of speech heard so far that have not yet made a `SpeechStarted` (0: none)."""
         u = self._s.utterance

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fastvlm.speech import SpeechOnset, SpeechStarted, TurnDetector, TurnEvent, UtteranceEnded, to_mono_16k
-from fastvlm.speech.audio import RATE
 from fastvlm.speech.turn import TurnLikelyEnded, TurnResumed
 
 from ..settings import AppSettings
@@ -45,7 +44,6 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     if not session.listening or taker is None or np.size(chunk) == 0:
         return []
     now = clock()
-    audio = session.mic(sample_rate, chunk)
     d = taker.detector
     playing = now < session.playing_until + echo_margin_s
     deaf = playing and barge_in is None
@@ -55,9 +53,10 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
         d.unmute()
     b = barge_in
     d.strict_ms = b.echo_speech_ms if b and playing and session.opening(now, b.echo_settle_s) else None
-    events = taker.feed(RATE, audio) + taker.settle(settle_s)
+    fed_s = d.fed_s
+    events = taker.feed(sample_rate, chunk) + taker.settle(settle_s)  # the detector resamples its stream
     session.chunks += 1
-    session.heard_s += audio.size / RATE
+    session.heard_s += d.fed_s - fed_s
 
     for event in events:
         _on_event(session, event, playing, now, barge_in)

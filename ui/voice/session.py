@@ -21,7 +21,6 @@ from fastvlm.speech import (
     Speech,
     TurnTaker,
 )
-from fastvlm.speech.audio import StreamResampler
 
 if TYPE_CHECKING:
     from .speech_queue import SpeechQueue
@@ -99,7 +98,6 @@ class VoiceSession:
     taker: TurnTaker | None = None  # when a question starts and ends; transcribes it from its pauses on
     heard_s: float = 0.0  # microphone audio fed since listening started
     chunks: int = 0
-    mic: StreamResampler = field(default_factory=StreamResampler)  # its chunks to 16 kHz as one signal
     frame: np.ndarray | None = None  # the webcam's latest frame
     question_frame: np.ndarray | None = None  # taken when speech started
     starts: int = 0  # speech starts heard: bumped to prepare the question's frame
@@ -132,7 +130,7 @@ class VoiceSession:
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker
-        self.heard_s, self.chunks, self.mic = 0.0, 0, StreamResampler()
+        self.heard_s, self.chunks = 0.0, 0
 
     def stop(self) -> None:
         self.listening = False

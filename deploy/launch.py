@@ -15,6 +15,7 @@ or written. A replica that exits is started again; Ctrl-C or SIGTERM stops every
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import os
@@ -119,11 +120,12 @@ def replica_command(config: StackConfig, port: int) -> list[str]:
 
 
 def health(port: int, timeout: float = 2.0) -> dict | None:
-    """A replica's /health answer, or None while it does not answer."""
+    """A replica's /health answer, or None while it does not answer as a replica does (nothing listening yet,
+    or not HTTP: a connect to a port no one listens on can meet itself, and reads back its own request)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=timeout) as r:
             return json.load(r)
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return None
 
 

@@ -57,7 +57,7 @@ class StackConfig:
     app_args: tuple[str, ...] = ()  # passed to every app.py (--models DIR, --protect-page, ...)
     threads: int | None = None  # CPU threads per replica; None: the machine's cores shared out (at least 1)
     api_body: str = "20m"  # nginx's body limit for the API and MCP: ApiSettings.max_body_bytes (20 MiB)
-    page_body: str = "50m"  # for the page's uploads: app.py's MAX_UPLOAD
+    page_body: str = "50m"  # for the page's uploads: ui/app.py's MAX_UPLOAD
     conn_per_address: int = 64  # open requests per client address (this machine's not counted); more get 429
     python: str = field(default_factory=lambda: sys.executable)
 

@@ -62,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cut the first spoken piece at this many tokens (default: first_piece_tokens())")
     p.add_argument("--first-phrase-words", type=int, default=3,
                    help="the first spoken piece may be a phrase of this many words (0: a sentence), as the app")
-    p.add_argument("--chunk-s", type=float, default=0.25, help="microphone chunk length (the tab streams 0.25 s)")
+    p.add_argument("--chunk-s", type=float, default=0.25,
+                   help="microphone chunk length (the tab's voice line sends 0.04 s frames)")
     p.add_argument("--end-of-turn", choices=("semantic", "silence"), default="semantic",
                    help="semantic: a judge at 120 ms pauses (as the app); silence: --end-silence-ms")
     p.add_argument("--turn-judge", choices=("transcript", "smart-turn"), default="transcript")

@@ -46,7 +46,7 @@ class SpeechConfig:
     # (speech/ahead.py). 0: off, the default: on 2 vCPU shared with the browser it made the first sound later
     words_ahead_s: float = 0.0
     min_speech_ms: int = 250  # speech needed before `SpeechStarted` (coughs and clicks are shorter)
-    speech_pad_ms: int = 300  # audio kept before the speech start and after its end
+    speech_pad_ms: int = 400  # audio kept before the speech start and after its end (300 cut soft first words)
     vad_threshold: float = 0.5  # Silero speech probability that counts as speech
 
     # --- text to speech ---

@@ -38,7 +38,8 @@ def feed(detector, audio, chunk_s=0.1, rate=RATE):
 
 
 def detector(**options):
-    return TurnDetector(LoudnessVad(), SpeechConfig(**options))
+    """A detector with 300 ms of padding unless told (the times below count on it)."""
+    return TurnDetector(LoudnessVad(), SpeechConfig(**{"speech_pad_ms": 300, **options}))
 
 
 def test_speech_then_silence_gives_start_then_end():

@@ -3,8 +3,6 @@ page updates, the one-answer-at-a-time guard, and an image input whose bad uploa
 
 from __future__ import annotations
 
-import base64
-import binascii
 import html
 import json
 import logging
@@ -18,7 +16,7 @@ import gradio as gr
 import numpy as np
 
 from fastvlm.engine.cancel import CancelToken
-from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS, load_image
+from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS, data_url_bytes, load_image
 from fastvlm.engine.events import Busy, Done, Event, FirstToken, InputError, ModelFileError, Notice, Stats, TextDelta
 
 from .readahead import ReadAhead
@@ -261,8 +259,8 @@ def _frame_source(payload) -> str | bytes:
     url = getattr(payload, "url", None) or ""
     if url.startswith("data:"):
         try:
-            return base64.b64decode(url.partition(",")[2], validate=True)
-        except (binascii.Error, ValueError) as e:
+            return data_url_bytes(url)
+        except ValueError as e:
             raise InputError("the frame's data URL is not base64") from e
     path = getattr(payload, "path", None)
     if not path:

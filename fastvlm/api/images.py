@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 import anyio
@@ -31,8 +29,8 @@ def decode_data_url(url: str, param: str = "image_url") -> bytes:
         raise ApiError(400, f"the image data URL is not base64-encoded: {HINT}", param=param,
                        code="invalid_image_url")
     try:
-        data = base64.b64decode("".join(m["data"].split()), validate=True)
-    except (binascii.Error, ValueError):
+        data = preprocess.data_url_bytes("".join(url.split()))  # line-wrapped base64 too
+    except ValueError:
         raise ApiError(400, f"the image data URL has invalid base64: {HINT}", param=param,
                        code="invalid_image_url") from None
     if not data:

@@ -11,6 +11,7 @@ images give their first frame; EXIF orientation is applied.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import logging
@@ -75,6 +76,17 @@ def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS,
     Image.init()  # every plugin registered (once): with `formats`, PIL would open only the few it preloads
     with _decoding(what), Image.open(fp, formats=FORMATS) as im:
         return _to_rgb(_decode(im, what, *limits))
+
+
+def data_url_bytes(url: str) -> bytes:
+    """The bytes of a base64 `data:` URL: all after its first comma, strict base64 (no whitespace), possibly
+    empty. Its media type is not checked (callers do). A ValueError saying what is wrong."""
+    if not url.startswith("data:"):
+        raise ValueError(f"{url[:16]!r} is not a data URL: it must start with 'data:'")
+    try:
+        return base64.b64decode(url.partition(",")[2], validate=True)
+    except ValueError as e:  # binascii.Error, or a character outside ASCII
+        raise ValueError("the data URL's data is not base64") from e
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from fastvlm.engine.events import InputError
-from fastvlm.engine.preprocess import Preprocessor, image_key, load_image, pad_to_square, to_pixels
+from fastvlm.engine.preprocess import Preprocessor, data_url_bytes, image_key, load_image, pad_to_square, to_pixels
 
 
 def noise(width: int, height: int, seed: int = 0, mode: str = "RGB") -> Image.Image:
@@ -129,6 +129,13 @@ def test_size_must_be_a_multiple_of_64(size):
 
 
 # --- loading ------------------------------------------------------------------------------------
+
+
+def test_data_url_bytes_decodes_strict_base64_and_says_what_is_wrong():
+    assert data_url_bytes("data:image/png;base64,aGk=") == b"hi" and data_url_bytes("data:,") == b""
+    for url, why in [("http://x/a.png", "not a data URL"), ("data:image/png;base64,a Gk=", "not base64")]:
+        with pytest.raises(ValueError, match=why):
+            data_url_bytes(url)
 
 
 def test_path_bytes_file_and_pil_inputs_agree(tmp_path):

@@ -3,6 +3,8 @@
 camera's endpoint refuses a huge file before decoding it (Gradio's own state holder and components, fakes)."""
 
 import asyncio
+import base64
+import io
 
 import gradio as gr
 import numpy as np
@@ -23,6 +25,7 @@ from ui.tab_live import LiveSession, remember
 from ui.tab_snapshot import SnapshotSession
 from ui.voice.link import REPLACED, UNKNOWN
 from ui.voice.session import VoiceSession
+from ui.widgets import bounded_frames
 
 
 def loaded_page(demo: gr.Blocks):
@@ -113,3 +116,14 @@ def test_a_camera_endpoint_decodes_a_file_as_the_engine_does(tmp_path, monkeypat
     monkeypatch.setattr(EpsImagePlugin, "has_ghostscript", lambda: True)
     with pytest.raises(gr.Error, match="not an image PIL can read"):
         camera.preprocess(ImageData(path=str(tmp_path / "photo.png")))
+
+
+def test_a_camera_frame_may_come_as_a_data_url():
+    """A frame sent as a base64 data URL is decoded as a file is; one that is not base64 is refused, saying so."""
+    camera = bounded_frames(gr.Image(type="numpy"))
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 2), (255, 0, 0)).save(buf, "PNG")
+    frame = camera.preprocess(ImageData(url="data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()))
+    assert frame.shape == (2, 4, 3) and frame[0, 0].tolist() == [255, 0, 0]
+    with pytest.raises(gr.Error, match="the frame's data URL is not base64"):
+        camera.preprocess(ImageData(url="data:image/png;base64,@@@"))

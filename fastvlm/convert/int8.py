@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -80,9 +81,13 @@ def _ort_session(path: Path, threads: int):
 def min_cosine(reference: list[np.ndarray], got: list[np.ndarray]) -> float:
     """Smallest per-image cosine between flattened embeddings; NaN if any image's is (a broken file's NaN
     embeddings must not hide behind `min`, which skips a NaN that is not first)."""
-    cosines = [float(np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b)))
-               for a, b in zip(reference, got)]
-    return float("nan") if any(np.isnan(cosines)) else min(cosines)
+    return nan_min([float(np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b)))
+                    for a, b in zip(reference, got)])
+
+
+def nan_min(values: list[float]) -> float:
+    """The smallest of `values`, or NaN if any is NaN (`min` skips a NaN that is not first)."""
+    return float("nan") if any(math.isnan(v) for v in values) else min(values)
 
 
 def quantize_for_onnxruntime(src: Path, dst: Path, pixels: list[np.ndarray]) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...convert.int8 import COSINE_GATE, min_cosine
+from ...convert.int8 import COSINE_GATE, min_cosine, nan_min
 from ...engine import preprocess
 from ...engine.config import GenerationOptions
 from ...engine.events import Request, Result
@@ -119,7 +119,7 @@ def vision_gate(reference, candidate, section: Section, label: str, cosine_min: 
     `must_agree`, else a warning). True: passed."""
     size = reference.resolution
     cos = embedding_cosines(reference.vision, candidate.vision, size)
-    worst = float("nan") if any(v != v for v in cos.values()) else min(cos.values())  # NaN: fails below
+    worst = nan_min(list(cos.values()))  # NaN: fails below
     per = ", ".join(f"{k} {v:.5f}" for k, v in cos.items())
     ok_cos = worst >= cosine_min
     section.add("ok" if ok_cos else "fail", f"{label}: embeddings at {size}",

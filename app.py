@@ -123,46 +123,48 @@ def load_speech(args: argparse.Namespace):
     return speech
 
 
-def served_routes(engine, args: argparse.Namespace) -> tuple[list, object | None]:
+def served_routes(engine, args: argparse.Namespace, settings=None) -> tuple[list, object | None]:
     """The API's and the MCP tools' routes, and the MCP server (None: not served); both wait in one queue, so
-    `max_waiting` is the number of requests waiting in all."""
+    `max_waiting` is the number of requests waiting in all. `settings`: the `ApiSettings` (None: built from args)."""
     from fastvlm.api import Gate
 
-    gate = Gate(engine, _api_settings(args))
-    mcp = mcp_server(engine, args, gate)
-    return api_routes(engine, args, gate) + (mcp.routes if mcp else []), mcp
+    settings = settings or _api_settings(args)
+    gate = Gate(engine, settings)
+    mcp = mcp_server(engine, args, gate, settings)
+    return api_routes(engine, args, gate, settings) + (mcp.routes if mcp else []), mcp
 
 
-def api_routes(engine, args: argparse.Namespace, gate=None) -> list:
+def api_routes(engine, args: argparse.Namespace, gate=None, settings=None) -> list:
     """The OpenAI-compatible API's routes. Off-loopback without a key (a Space, a LAN) the API stays off
     and the UI is served alone, unless --allow-unauthenticated-remote."""
     if args.no_api:
         return []
     from fastvlm.api import build_router
 
-    settings = _bound_api_settings(args, "the API")
+    settings = _bound_api_settings(args, "the API", settings)
     return build_router(engine, settings, args.host, gate).routes if settings else []
 
 
-def mcp_server(engine, args: argparse.Namespace, gate=None):
+def mcp_server(engine, args: argparse.Namespace, gate=None, settings=None):
     """The MCP tools at /mcp (`fastvlm.mcp.server.McpServer`), or None: with --no-mcp, and off-loopback
     without an API key (the API's rule: the tools answer the same questions)."""
     if not args.mcp:
         return None
     from fastvlm.mcp.server import PATH, McpServer
 
-    settings = _bound_api_settings(args, "the MCP tools")
+    settings = _bound_api_settings(args, "the MCP tools", settings)
     if settings is None:
         return None
     log.info("MCP tools (streamable HTTP) at http://%s:%d%s", args.host, args.port, PATH)
     return McpServer(engine, settings, host=args.host, gate=gate)
 
 
-def _bound_api_settings(args: argparse.Namespace, what: str):
-    """The API settings when `what` may be served on --host (`check_bind`), else None and a warning."""
+def _bound_api_settings(args: argparse.Namespace, what: str, settings=None):
+    """The API settings (`settings`, or built from args) when `what` may be served on --host (`check_bind`),
+    else None and a warning."""
     from fastvlm.api import UnsafeBindError, check_bind
 
-    settings = _api_settings(args)
+    settings = settings or _api_settings(args)
     try:
         check_bind(args.host, settings)
     except UnsafeBindError as e:
@@ -249,13 +251,13 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --protect-page needs FASTVLM_API_KEY (the page's password)", file=sys.stderr)
         return 2
     try:
-        _api_settings(args)  # a bad proxy list or header is told now, not after the model loaded
+        settings = _api_settings(args)  # a bad proxy list or header is told now, not after the model loaded
         engine = load_engine(args, background=True)
     except (ModelFileError, RemoteError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2
     try:
-        routes, mcp = served_routes(engine, args)
+        routes, mcp = served_routes(engine, args, settings)
         from fastvlm.api import is_loopback
         from ui import create_app, launch
 

@@ -66,14 +66,14 @@ class SpeechQueue:
         if future is not None:
             futures_wait([future], timeout)
 
-    def take(self, timeout: float = 0.0) -> Speech | SpeechUnavailable | None:
-        """The next sentence's speech (or why it has none) once ready; None while it is not."""
+    def take(self) -> Speech | SpeechUnavailable | None:
+        """The next sentence's speech (or why it has none) once ready; None while it is not (never waits)."""
         with self.lock:
             if not self._pending:
                 return None
             future = self._pending[0]
         try:
-            result = future.result(timeout)
+            result = future.result(0)
         except FutureTimeout:
             return None
         except SpeechUnavailable as e:

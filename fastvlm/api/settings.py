@@ -27,6 +27,10 @@ class ApiSettings:
     allowed_hosts: tuple[str, ...] = ()
     queue_wait_s: float = 30.0  # how long a request waits for the busy engine before a 503
     max_waiting: int = 4  # requests allowed to wait behind the running one; more get a 503 at once
+    # requests one client (its address, as judged above) may have running or waiting at once, the API's and the
+    # MCP tools' together; more get a 503, so one client's batch cannot keep everyone else out. This machine's
+    # own clients (loopback) are not counted. 0: no such limit
+    max_per_client: int = 3
     # images decoded at once (the rest wait their turn): a small compressed file can take ~1.6 GB while it is
     # decoded (a 64-megapixel 16-bit PNG, the largest `max_image_pixels` lets through)
     max_decoding: int = 2
@@ -49,5 +53,7 @@ class ApiSettings:
             raise ValueError(f"forwarded header {self.forwarded_header!r} is not one of "
                              f"{', '.join(FORWARDED_HEADERS)}: "
                              "name the header your proxy sets (--forwarded-header / FASTVLM_FORWARDED_HEADER)")
-        if self.queue_wait_s < 0 or self.max_waiting < 0 or self.max_body_bytes < 1 or self.max_decoding < 1:
-            raise ValueError("queue_wait_s and max_waiting must be >= 0, max_body_bytes and max_decoding >= 1")
+        if min(self.queue_wait_s, self.max_waiting, self.max_per_client) < 0 or min(self.max_body_bytes,
+                                                                                    self.max_decoding) < 1:
+            raise ValueError("queue_wait_s, max_waiting and max_per_client must be >= 0, max_body_bytes and "
+                             "max_decoding >= 1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import anyio
@@ -17,6 +18,7 @@ from ..engine.events import Done, Event, Notice, ResultBuilder, Stats, TextDelta
 from ..engine.events import Request as EngineRequest
 from .errors import busy_error, sse_error
 from .schema import Completion, finish_reason, timings
+from .security import is_loopback
 from .settings import ApiSettings
 
 log = logging.getLogger(__name__)
@@ -93,37 +95,56 @@ class EngineEvents:
 
 
 class Gate:
-    """Admission of API requests: one runs, up to `max_waiting` wait (`queue_wait_s` at most), more get a 503."""
+    """Admission of API requests: one runs, up to `max_waiting` wait (`queue_wait_s` at most), more get a 503;
+    one client (`security.judged_client`; this machine's not counted) has at most `max_per_client` of them."""
 
     def __init__(self, engine, settings: ApiSettings):
         self.engine, self.settings = engine, settings
         self._limiter = anyio.CapacityLimiter(settings.max_waiting + 1)
         self.decoding = anyio.CapacityLimiter(settings.max_decoding)  # the threads that decode images
         self._admitted = 0  # changed only on the event loop, so check-and-increment is atomic
+        self._by_client: Counter[str] = Counter()  # the same, for each client that has a share
 
-    def check_room(self) -> None:
+    def check_room(self, client: str | None = None) -> None:
         """A 503 now if a request would not be admitted (before its image is decoded, which costs memory)."""
         if self._admitted > self.settings.max_waiting:
             raise busy_error(f"{self._admitted} requests are already running or waiting: try again shortly",
                              self.settings.retry_after_s)
+        if self._counted(client) and self._by_client[client] >= self.settings.max_per_client:
+            raise busy_error(f"this client already has {self._by_client[client]} requests running or waiting, "
+                             "as many as one client may, so that others get a turn: send the next when one "
+                             "has finished", self.settings.retry_after_s)
 
-    def _admit(self) -> None:
-        self.check_room()
+    def _counted(self, client: str | None) -> bool:
+        return bool(client and self.settings.max_per_client and not is_loopback(client))
+
+    def _admit(self, client: str | None) -> Callable[[], None]:
+        """Admits a request (or raises `Busy`); returns what gives its place back."""
+        self.check_room(client)
         self._admitted += 1
+        counted = self._counted(client)
+        if counted:
+            self._by_client[client] += 1
 
-    def _release(self) -> None:
-        self._admitted -= 1
+        def release() -> None:
+            self._admitted -= 1
+            if counted:
+                self._by_client[client] -= 1
+                if not self._by_client[client]:
+                    del self._by_client[client]
+
+        return release
 
     async def open(self, request: EngineRequest, wait: float | None = None,
-                   gone: Callable[[], Awaitable[bool]] | None = None) -> EngineEvents:
+                   gone: Callable[[], Awaitable[bool]] | None = None, client: str | None = None) -> EngineEvents:
         """The engine's events for `request`, once it has its turn (waiting at most `queue_wait_s`, or `wait`
         if shorter) and the first event is there; `Busy` (a 503) otherwise. `gone()`: whether the client left
-        (then the wait, encode or prefill stops, and the events end with stop reason "cancelled")."""
-        self._admit()
+        (then the wait, encode or prefill stops, and the events end with stop reason "cancelled"). `client`: who
+        asks (`security.judged_client`), for `max_per_client`."""
+        release = self._admit(client)
         wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
         cancel = CancelToken()
-        events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel),
-                              self._limiter, self._release, cancel)
+        events = EngineEvents(self.engine.stream(request, wait=wait, cancel=cancel), self._limiter, release, cancel)
         try:
             await events.start(gone)
         except BaseException:
@@ -131,12 +152,12 @@ class Gate:
             raise
         return events
 
-    async def prepare(self, image, resolution: int | None) -> bool:
-        self._admit()
+    async def prepare(self, image, resolution: int | None, client: str | None = None) -> bool:
+        release = self._admit(client)
         try:
             return await anyio.to_thread.run_sync(self.engine.prepare, image, resolution, limiter=self._limiter)
         finally:
-            self._release()
+            release()
 
 
 class EngineResponse(StreamingResponse):

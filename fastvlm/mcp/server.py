@@ -143,12 +143,13 @@ class McpServer:
     async def answer(self, name: str, arguments: dict[str, Any]) -> tuple[list[types.TextContent], dict]:
         """One tool call: the answer as text content and as a structured result; raises what went wrong."""
         call = parse_call(name, arguments, self.settings)
-        self._gate.check_room()  # a busy error before the image is decoded (that can take GBs), not after
+        builder, http = ResultBuilder(), _http_request.get()
+        client = judged_client(http, self.api) if http is not None else None
+        self._gate.check_room(client)  # a busy error before the image is decoded (that can take GBs), not after
         image = await images.decode_image(call.image_url, self._images, images.max_pixels(self.engine), "image",
                                           self._gate.decoding)
-        builder, http = ResultBuilder(), _http_request.get()
         events = await self._gate.open(EngineRequest(image, call.question, (), call.options, call.resolution),
-                                       gone=http.is_disconnected if http is not None else None)
+                                       gone=http.is_disconnected if http is not None else None, client=client)
         try:
             async for event in events:
                 builder.add(event)

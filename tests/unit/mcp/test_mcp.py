@@ -218,3 +218,32 @@ def test_the_api_and_the_tools_share_one_waiting_room():
             assert running.status_code == 200 and next(lines).startswith("data: ")
             result = ask_all(server.url + "/mcp", 1)[0]
     assert result.isError and mcp_client.text(result).startswith("busy, retry in 3 s")  # was: it waited its turn
+
+
+def test_one_clients_share_of_the_queue_counts_its_tool_calls_too():
+    """Behind a trusted proxy, a client with its `max_per_client` places (here an API answer) gets busy for a tool
+    call as well, with the reason, while the queue has room for others."""
+    from fastapi import FastAPI
+
+    from fastvlm.api import Gate, build_router
+
+    engine, _ = make_engine(SeedLM(delay=0.2))  # an answer of ~15 s
+    settings = ApiSettings(api_key="k", max_waiting=4, max_per_client=1, retry_after_s=3,
+                           trusted_proxies=("127.0.0.1",))
+    gate = Gate(engine, settings)
+    mcp = McpServer(engine, settings, host="127.0.0.1", gate=gate)
+    routes = build_router(engine, settings, "127.0.0.1", gate).routes + mcp.routes
+    behind = {"X-Forwarded-For": "203.0.113.5"}  # a client elsewhere: the key is needed
+
+    async def one_call(session):
+        return await session.call_tool("ask_image", {"image": IMAGE, "question": "q"})
+
+    with BackgroundServer(FastAPI(routes=routes, lifespan=mcp.lifespan)) as server:
+        body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": IMAGE}},
+                                                          {"type": "text", "text": "q"}]}], "stream": True}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=30,
+                          headers={**behind, "Authorization": "Bearer k"}) as running:
+            lines = running.iter_lines()
+            assert running.status_code == 200 and next(lines).startswith("data: ")
+            result = mcp_client.run(server.url + "/mcp", one_call, key="k", headers=behind)
+    assert result.isError and "others get a turn" in mcp_client.text(result), mcp_client.text(result)

@@ -45,6 +45,7 @@ class VoiceLinks:
             if session.link_token:
                 self._sessions.pop(session.link_token, None)
             self._sessions[token] = session
+            session.line_refused = None
             idle = [t for t in self._sessions if t not in self._open]
             while len(self._sessions) > self.limits.max_tokens and idle:
                 self._sessions.pop(idle.pop(0), None)
@@ -90,6 +91,8 @@ class VoiceLinks:
                 old, self._open[token] = self._open.get(token), link
         if refused is not None:
             log.info("voice line refused: %s", refused[1])
+            if session is not None:
+                session.line_refused = refused[1]  # said by the microphone check after Start (the page cannot)
             await websocket.close(*refused)
             return
         if old is not None:

@@ -117,6 +117,7 @@ class VoiceSession:
     warned_silent: bool = False  # this turn already said why there is no sound
     link: PageLine | None = None  # the page's own audio line (hands-free), while it is open
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
+    line_refused: str | None = None  # why the server refused the line this token opened (the page is told after Start)
     held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
     push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (turn.py)
     transcribing: int | None = None  # the turn whose question `answer_turn` took and has not begun to answer

@@ -162,8 +162,11 @@ def stop(session: VoiceSession) -> tuple:
 
 
 def check_microphone(session: VoiceSession, wait_s: float) -> None:
+    """After Start: no microphone audio has arrived, or the server refused the page's line (it says why)."""
     time.sleep(wait_s)
-    if session.listening and session.chunks == 0:
+    if session.listening and session.chunks == 0 and session.line_refused:
+        gr.Warning(f"Hands-free voice could not start: {session.line_refused}.", title="No voice line")
+    elif session.listening and session.chunks == 0:
         gr.Warning(NO_MIC, title="No microphone")
 
 

@@ -17,6 +17,7 @@ from ui.voice.link import BUSY, NO_HELLO, REPLACED, TOO_BIG, TOO_FAST, UNKNOWN, 
 from ui.voice.links import VoiceLinks
 from ui.voice.listening import listen
 from ui.voice.session import VoiceSession
+from ui.voice.tab import check_microphone
 
 
 def served(links: VoiceLinks) -> TestClient:
@@ -156,7 +157,7 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
     first, old = listening(tmp_path, links)
     new = links.issue(first)
     assert links.session(old) is None and links.session(new) is first
-    _, other = listening(tmp_path, links)
+    second, other = listening(tmp_path, links)
     client = served(links)
     with opened(client, new) as ws:
         ws.send_bytes(pcm(np.zeros(640)))
@@ -164,6 +165,10 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
             assert closed_with(refused) == BUSY
         ws.send_bytes(pcm(np.zeros(640)))  # the first line still works
     assert links.open_lines == 0
+    with pytest.warns(UserWarning, match="could not start: too many voice lines are open"):
+        check_microphone(second, 0)  # the person is told why, not to allow the microphone
+    links.issue(second)  # Start again: the refusal is forgotten
+    assert second.line_refused is None
 
 
 def test_oversized_frames_and_audio_faster_than_real_time_close_the_line(tmp_path):

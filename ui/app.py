@@ -14,13 +14,13 @@ MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
 PAGE_LOGIN_MESSAGE = "This FastVLM server is private: any user name, and its key (FASTVLM_API_KEY) as the password."
 
 
-def create_app(engine, settings=None, speech=None):
+def create_app(engine, settings=None, speech=None, api=None):
     """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
 
     Answers run one at a time through the queue (people see their place in line); prepare, live frames and
     live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all.
-    `speech` (from `load_speech`) adds the Voice + camera tab."""
-    demo = build_app(engine, settings, speech)
+    `speech` (from `load_speech`) adds the Voice + camera tab; `api` (`ApiSettings`): the proxies it believes."""
+    demo = build_app(engine, settings, speech, api)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return demo
 

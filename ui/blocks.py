@@ -17,13 +17,14 @@ from .voice import VoiceLinks, build_voice_tab, capture_head, prepare_frame
 from .widgets import CSS_PATH, header_markdown
 
 
-def build_app(engine: Backend, settings: AppSettings | None = None, speech=None) -> gr.Blocks:
+def build_app(engine: Backend, settings: AppSettings | None = None, speech=None, api=None) -> gr.Blocks:
     """The whole app; no engine work happens here. Style for `launch()` comes from `launch_style()`.
-    `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab)."""
+    `speech`: `ui.voice.SpeechModels`, or `VoiceUnavailable` (the tab says why), or None (no voice tab).
+    `api`: the API's `ApiSettings`, whose proxies the voice lines believe as the API does (`VoiceLinks.client`)."""
     settings = settings or AppSettings()
     # the voice tab's audio lines, served beside the page; each prepares its question's frame as it is spoken
     links = VoiceLinks(settings, prepare=lambda session, start_s, words="": prepare_frame(
-        engine, session, settings.camera_resolution, start_s, words))
+        engine, session, settings.camera_resolution, start_s, words), api=api)
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")

@@ -7,7 +7,7 @@ import ipaddress
 import logging
 from urllib.parse import urlsplit
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from .errors import ApiError
 from .settings import ApiSettings
@@ -46,7 +46,7 @@ def _in_networks(host: str | None, networks: tuple[str, ...]) -> bool:
     return any(ip in ipaddress.ip_network(n, strict=False) for n in networks)
 
 
-def _forwarded_chain(request: Request, header: str) -> list[str]:
+def _forwarded_chain(request: HTTPConnection, header: str) -> list[str]:
     """The client addresses `header` names, nearest proxy's last (`Forwarded`: its `for=` values)."""
     values = ",".join(request.headers.getlist(header))
     if header == "forwarded":
@@ -63,13 +63,13 @@ def _without_port(node: str) -> str:
     return node.rsplit(":", 1)[0] if node.count(":") == 1 else node
 
 
-def client_host(request: Request, trusted_proxies: tuple[str, ...] = (),
+def client_host(request: HTTPConnection, trusted_proxies: tuple[str, ...] = (),
                 forwarded_header: str = "x-forwarded-for") -> str | None:
-    """The client's address for the loopback rule. A request carrying Forwarded / X-Forwarded-For / X-Real-IP
-    came through a proxy: unless its TCP peer is one of `trusted_proxies`, where it came from is unknown and
-    None (remote) is returned; from a trusted proxy, the right-most address of `forwarded_header` (the one header
-    that proxy sets) that is not a trusted proxy itself; the other headers, which the client may have written,
-    are never read. Without those headers, the TCP peer."""
+    """The client's address for the loopback rule (and a WebSocket's, for the voice line's per-client cap). A
+    request carrying Forwarded / X-Forwarded-For / X-Real-IP came through a proxy: unless its TCP peer is one of
+    `trusted_proxies`, where it came from is unknown and None (remote) is returned; from a trusted proxy, the
+    right-most address of `forwarded_header` (the one header that proxy sets) that is not a trusted proxy itself;
+    the other headers, which the client may have written, are never read. Without those headers, the TCP peer."""
     peer = request.client.host if request.client else None
     if not any(h in request.headers for h in _FORWARDING_HEADERS):
         return peer

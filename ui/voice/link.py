@@ -58,11 +58,20 @@ REPLACED = (4000, "this voice line was opened again elsewhere")
 PIECE_S = 0.5  # a sentence's sound goes in pieces this long: the page plays the first while the rest arrive
 
 
+def crowded(lines: int) -> tuple[int, str]:
+    """A line refused because its client address already has `lines` open (`LinkLimits.max_lines_per_client`)."""
+    return 4429, (f"this address already has {lines} voice lines open: close the app in another tab, "
+                  "then press Start again")  # 4429: as HTTP's 429 Too Many Requests
+
+
 @dataclass(frozen=True)
 class LinkLimits:
     """What one page may cost the server through its line."""
 
     max_lines: int = 64  # open lines at once, all people together (the queue's size)
+    # open lines at once from one client address (the one the API judges: behind a trusted proxy, the forwarded
+    # one), so one visitor cannot take them all; loopback clients are not counted (one person's tabs here)
+    max_lines_per_client: int = 8
     max_tokens: int = 256  # issued tokens kept (the oldest unused one is forgotten first)
     max_frame_s: float = 1.0  # the longest single microphone frame (the page sends 40 ms)
     ahead_s: float = 5.0  # audio may run this far ahead of the wall clock since the line opened
@@ -75,11 +84,13 @@ class VoiceLink:
     the event loop that writes the socket)."""
 
     def __init__(self, session: VoiceSession, settings: AppSettings, post: Callable[[dict | bytes], None],
-                 prepare: Callable[..., None] | None = None) -> None:
+                 prepare: Callable[..., None] | None = None, client: str | None = None) -> None:
         """`prepare(session, start_s, words="")`: encode and prefill the frame of the question that began at
         `start_s` (in a thread of its own, from the first sound of speech on; again when the question is sure to
-        have started, in case the engine was busy), and its `words` heard so far (`HeardSoFar`)."""
+        have started, in case the engine was busy), and its `words` heard so far (`HeardSoFar`). `client`: the
+        address it counts against for `LinkLimits.max_lines_per_client` (None: not counted)."""
         self.session = session
+        self.client = client
         self.settings = settings
         self.barge_in = BargeIn.of(settings) if settings.voice_barge_in else None
         self.prepare = prepare

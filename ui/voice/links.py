@@ -14,8 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from fastvlm.api.security import client_host, is_loopback
+from fastvlm.api.settings import ApiSettings
+
 from ..settings import AppSettings
-from .link import BUSY, HELLO_S, NO_HELLO, PATH, REPLACED, UNKNOWN, LinkLimits, VoiceLink
+from .link import BUSY, HELLO_S, NO_HELLO, PATH, REPLACED, UNKNOWN, LinkLimits, VoiceLink, crowded
 from .session import VoiceSession
 
 if TYPE_CHECKING:
@@ -28,11 +31,13 @@ class VoiceLinks:
     """Every person's voice line in one app: tokens issued by the page's Start, the WebSocket route they open."""
 
     def __init__(self, settings: AppSettings, limits: LinkLimits | None = None,
-                 prepare: Callable[..., None] | None = None) -> None:
+                 prepare: Callable[..., None] | None = None, api: ApiSettings | None = None) -> None:
         """`prepare(session, start_s, words="")`: encode and prefill the frame of a question that has begun, and
-        its words heard so far (`VoiceLink`)."""
+        its words heard so far (`VoiceLink`). `api`: its `trusted_proxies` and `forwarded_header` say who a line's
+        client is (`client`), as they do for the API."""
         self.settings = settings
         self.limits = limits or LinkLimits()
+        self.api = api or ApiSettings()
         self.prepare = prepare
         self._sessions: OrderedDict[str, VoiceSession] = OrderedDict()
         self._open: dict[str, VoiceLink] = {}
@@ -68,6 +73,23 @@ class VoiceLinks:
     def open_lines(self) -> int:
         return len(self._open)
 
+    def client(self, websocket: WebSocket) -> str | None:
+        """Whom a line counts against for `max_lines_per_client`: the address the API judges (`client_host`: behind
+        a trusted proxy, the client it forwards), else the TCP peer (a forwarding header from anyone else is not
+        believed); None, not counted, for loopback: one person's tabs on this machine."""
+        host = (client_host(websocket, self.api.trusted_proxies, self.api.forwarded_header)
+                or (websocket.client.host if websocket.client else None))
+        return None if is_loopback(host) else host
+
+    def _crowded(self, client: str | None, token: str) -> tuple[int, str] | None:
+        """Under the lock: the refusal when `client` already has its most lines open (the line `token` opened
+        before is replaced, so it does not count); a line stops counting as it leaves `_open`."""
+        if client is None:
+            return None
+        cap = self.limits.max_lines_per_client
+        lines = sum(1 for t, link in self._open.items() if t != token and link.client == client)
+        return crowded(cap) if lines >= cap else None
+
     def route(self):
         from starlette.routing import WebSocketRoute
 
@@ -78,14 +100,15 @@ class VoiceLinks:
         token is not in the URL, so it stays out of proxies' access logs); then PCM frames."""
         await websocket.accept()
         token, hello = await _hello(websocket)
+        client = self.client(websocket)
         with self._lock:
             session = self._sessions.get(token or "")
             refused = (NO_HELLO if token is None else UNKNOWN if session is None
-                       else BUSY if len(self._open) >= self.limits.max_lines else None)
+                       else BUSY if len(self._open) >= self.limits.max_lines else self._crowded(client, token))
             if refused is None:
                 loop, out = asyncio.get_running_loop(), asyncio.Queue()
                 post = functools.partial(loop.call_soon_threadsafe, out.put_nowait)
-                link = VoiceLink(session, self.settings, post, self.prepare)
+                link = VoiceLink(session, self.settings, post, self.prepare, client)
                 refused = link.hello(hello)
             if refused is None:
                 old, self._open[token] = self._open.get(token), link

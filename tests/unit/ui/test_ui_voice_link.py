@@ -13,7 +13,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, make_models, voice
 from tests.unit.ui.test_ui_voice_tab import pcm
-from ui.voice.link import BUSY, NO_HELLO, REPLACED, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink
+from fastvlm.api.settings import ApiSettings
+from ui.voice.link import BUSY, NO_HELLO, REPLACED, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink, crowded
 from ui.voice.links import VoiceLinks
 from ui.voice.listening import listen
 from ui.voice.session import VoiceSession
@@ -31,9 +32,9 @@ def listening(tmp_path, links: VoiceLinks) -> tuple[VoiceSession, str]:
 
 
 @contextmanager
-def opened(client: TestClient, token: str, rate: int = 16_000):
+def opened(client: TestClient, token: str, rate: int = 16_000, **connect):
     """The line opened as link.js opens it: the token goes in the first message (the hello), not in the URL."""
-    with client.websocket_connect("/voice/link") as ws:
+    with client.websocket_connect("/voice/link", **connect) as ws:
         ws.send_text(json.dumps({"type": "hello", "token": token, "rate": rate}))
         yield ws
 
@@ -169,6 +170,64 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
         check_microphone(second, 0)  # the person is told why, not to allow the microphone
     links.issue(second)  # Start again: the refusal is forgotten
     assert second.line_refused is None
+
+
+def until(done, wait_s: float = 5.0) -> None:
+    """Wait for `done()` (a line's hello is heard by the server in its own time), failing after `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done()
+
+
+def test_one_address_behind_the_proxy_opens_at_most_max_lines_per_client_and_a_closed_line_frees_its_place(
+        tmp_path):
+    """Behind nginx every line comes from 127.0.0.1: the cap counts the client it forwards, as the API judges it;
+    this machine's own browser (loopback, nothing forwarded) is not counted."""
+    links = VoiceLinks(SETTINGS, LinkLimits(max_lines_per_client=2), api=ApiSettings(trusted_proxies=("127.0.0.1",)))
+    sessions, tokens = zip(*(listening(tmp_path, links) for _ in range(5)))
+    proxy = TestClient(Starlette(routes=[links.route()]), client=("127.0.0.1", 50000))
+
+    def line(i: int, address: str):
+        return opened(proxy, tokens[i], headers={"X-Forwarded-For": f"10.9.9.9, {address}"})  # nginx's is last
+
+    with line(0, "203.0.113.7"):
+        with line(1, "203.0.113.7"):
+            until(lambda: links.open_lines == 2)
+            with line(2, "203.0.113.7") as refused:
+                assert closed_with(refused) == crowded(2)
+            with pytest.warns(UserWarning, match="this address already has 2 voice lines open: close the app in"):
+                check_microphone(sessions[2], 0)  # what the person is told after Start
+            with line(3, "198.51.100.9"), opened(proxy, tokens[4]):  # another address; this machine's own
+                until(lambda: links.open_lines == 4)
+        assert links.open_lines == 1
+        with line(2, "203.0.113.7"):  # the closed line's place is free again
+            until(lambda: sessions[2].link is not None)
+    assert links.open_lines == 0
+
+
+def test_a_forwarding_header_from_a_peer_not_trusted_counts_against_the_peer_and_reopening_a_line_is_no_new_one(
+        tmp_path):
+    links = VoiceLinks(SETTINGS, LinkLimits(max_lines_per_client=2))
+    sessions, tokens = zip(*(listening(tmp_path, links) for _ in range(3)))
+    client = served(links)  # its peer is "testclient"
+
+    def line(i: int):
+        return opened(client, tokens[i], headers={"X-Forwarded-For": f"198.51.100.{i}"})  # written by the client
+
+    with line(0) as first, line(1):
+        until(lambda: links.open_lines == 2)
+        with line(2) as refused:
+            assert closed_with(refused) == crowded(2)
+        before = sessions[0].link
+        with line(0) as again:  # the page's line opened again (same token): it replaces the first, is no third
+            until(lambda: sessions[0].link is not before)
+            first.send_bytes(pcm(np.zeros(640)))
+            assert closed_with(first) == REPLACED
+            with line(2) as refused:
+                assert closed_with(refused) == crowded(2)
+            again.send_bytes(pcm(np.zeros(640)))
+    assert links.open_lines == 0
 
 
 def test_oversized_frames_and_audio_faster_than_real_time_close_the_line(tmp_path):

@@ -178,6 +178,18 @@ def test_the_voice_tab_is_third_or_says_why_voice_is_unavailable(tmp_path):
     assert "Voice + camera" not in [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
 
 
+def test_the_voice_lines_believe_the_proxies_the_api_does(monkeypatch):
+    """Behind nginx every line comes from 127.0.0.1: app.py gives the lines --trusted-proxies and
+    --forwarded-header, so their per-client cap counts the forwarded client (`VoiceLinks.client`)."""
+    served = []
+    monkeypatch.setattr(app, "load_engine", lambda args, background=False: make_engine())
+    monkeypatch.setattr("ui.launch", lambda demo, *args, **kwargs: served.append(demo))
+    assert app.main(["--no-voice", "--no-api", "--no-mcp", "--trusted-proxies", "127.0.0.1",
+                     "--forwarded-header", "x-real-ip"]) == 0
+    api = served[0].voice_links.api
+    assert (api.trusted_proxies, api.forwarded_header) == (("127.0.0.1",), "x-real-ip")
+
+
 def test_voice_flags_map_onto_the_speech_config_and_a_failed_load_keeps_the_app(monkeypatch):
     args = app.build_parser().parse_args(["--whisper-model", "base", "--tts-voice", "en-GB-RyanNeural",
                                           "--end-silence-ms", "500", "--threads", "2", "--no-download",

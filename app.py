@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.protect_page and not is_loopback(args.host):
             log.warning("the page and its Gradio endpoints (ask_image, prepare_image, ...) are open to anyone who "
                         "can reach %s: --protect-page puts them behind a login", args.host)
-        demo = create_app(engine, speech=load_speech(args), api=_api_settings(args))  # voice lines: the API's proxies
+        demo = create_app(engine, speech=load_speech(args), api=settings)  # voice lines: the API's proxies
         launch(demo, args.host, args.port, routes=routes,
                lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None)
     except OSError as e:  # the port is taken (Gradio's message says how to pick another)

@@ -40,6 +40,8 @@ def test_a_sentence_is_released_as_soon_as_it_is_complete():
     assert c.feed(" sun. ") == []  # "sun. e.g." or "sun. The"? wait for the next letter
     assert c.feed("It") == ["The sun."]
     assert c.flush() == "It" and c.flush() is None
+    assert c.feed(" Is it red? ") == ["Is it red?"]  # "?" and "!" end a sentence at once, unlike "."
+    assert c.feed("yes! ") == ["yes!"]  # whatever follows
 
 
 def test_first_sentence_comes_before_the_stream_ends():
@@ -70,6 +72,7 @@ def pieces(text: str, first_phrase_words: int = 3) -> tuple[list[str], int | Non
         ("The image shows a man with a cup and a dog.", ["The image shows", "a man with a cup and a dog."]),
         ("There is a dog on the sofa.", ["There is a dog", "on the sofa."]),  # not "There is | a dog"
         ("I think so, but the light is poor.", ["I think so,", "but the light is poor."]),
+        ("Well then, it is a red mug.", ["Well then,", "it is a red mug."]),  # two words end at a clause mark
         ("Yes, it is a cat.", ["Yes, it is a cat."]),  # too short to split
         ("A red mug on a table.", ["A red mug", "on a table."]),
         ("The text on the sign reads Open 24 hours.", ["The text on the sign reads Open 24 hours."]),
@@ -112,6 +115,9 @@ def test_a_long_run_without_a_full_stop_is_split_at_a_comma():
     assert len(parts) > 1 and all(len(p) <= 200 for p in parts)
     assert parts[0].endswith(",")
     assert " ".join(parts).split() == text.split()
+    early = "Well, " + "word " * 60  # its only comma is too early: a split there would leave a two-word piece
+    parts = list(split_sentences([early], max_chars=200))
+    assert len(parts[0]) > 200 * 2 // 3 and " ".join(parts).split() == early.split()
 
 
 class FakeSpeaker:

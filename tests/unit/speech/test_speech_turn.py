@@ -305,3 +305,14 @@ def test_rules_and_their_settings_are_checked():
         SpeechConfig(turn_confirm_silence_ms=2500)
     with pytest.raises(ValueError, match="turn_hold_ms"):
         SpeechConfig(turn_hold_ms=-1)
+
+
+def test_a_likely_end_is_withdrawn_when_the_speech_it_resumed_into_is_cut_at_max_audio_in_one_chunk():
+    """The question ends elsewhere (cut at `max_audio_s`) within the chunk that resumes it: TurnResumed first."""
+    taker = semantic(ScriptedTranscriber("What am I holding", "What am I holding now?"), likely_events=True,
+                     max_audio_s=3.0)
+    events = hear(taker, np.concatenate([voice(0.8), quiet(0.3)]))
+    [likely] = [e for e, _ in events if isinstance(e, TurnLikelyEnded)]
+    events = taker.feed(RATE, voice(3.0))  # one long chunk (an API client's): speaks on, past max_audio_s
+    assert [type(e) for e in events] == [TurnResumed, TurnEnded]
+    assert events[0].end_s == likely.end_s and events[1].by == "max_audio" and events[1].end_s != likely.end_s

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fastvlm.speech.config import SpeechConfig
-from fastvlm.speech.vad import WINDOW, SpeechStarted, TurnDetector, UtteranceEnded
+from fastvlm.speech.vad import WINDOW, Paused, SpeechStarted, TurnDetector, UtteranceEnded
 
 RATE = 16_000
 
@@ -195,3 +195,32 @@ def test_utterance_audio_is_the_speech_itself():
     assert end.audio.size / RATE == pytest.approx(1.5, abs=0.04)
     assert np.abs(end.audio[: RATE // 2]).max() == pytest.approx(0.25, abs=0.01)
     assert np.abs(end.audio[-RATE // 4 :]).max() == pytest.approx(0.5, abs=0.01)
+
+
+class LevelVad:
+    """Speech probability = the window's loudness (0.9 voice, 0.4 murmur, 0 silence)."""
+
+    def initial_state(self):
+        return 0
+
+    def __call__(self, windows, state):
+        return np.abs(windows).max(axis=1).astype(np.float32), state
+
+
+def test_a_probability_between_the_two_thresholds_neither_starts_nor_ends_speech():
+    """As faster-whisper's get_speech_timestamps: speech ends below threshold - 0.15 (0.35), not below 0.5."""
+    d = TurnDetector(LevelVad(), SpeechConfig(speech_pad_ms=0))
+    murmur = np.full(RATE, 0.4, np.float32)
+    events = feed(d, np.concatenate([murmur, voice(1) / 0.5 * 0.9, murmur, silence(1)]))
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[0][0].at_s == pytest.approx(1.0, abs=0.04)  # the murmur before started nothing
+    assert events[1][0].end_s == pytest.approx(3.0, abs=0.04)  # the murmur after went on with the speech
+
+
+def test_the_silence_of_a_pause_counts_only_the_windows_the_vad_has_judged():
+    d = TurnDetector(LoudnessVad(), SpeechConfig(), end_silence_ms=1000, pause_ms=200)
+    [pause] = [e for e, _ in feed(d, np.concatenate([voice(1.0), silence(0.3)])) if isinstance(e, Paused)]
+    before = d.silence_s(pause.end_s)
+    assert before is not None and round(before * RATE) % WINDOW == 0  # whole windows
+    d.feed(RATE, silence(0.005))  # 80 samples: not yet a window the VAD has heard (they may be speech)
+    assert d.silence_s(pause.end_s) == before

@@ -37,6 +37,7 @@ def test_two_tools_whose_descriptions_state_the_limits():
     image_help = specs[0]["inputSchema"]["properties"]["image"]["description"]
     assert "20 MB" in image_help and "64 megapixels" in image_help and "data:image/" in image_help
     assert "30 s" in specs[0]["description"] and "default 512" in str(specs[1]["inputSchema"])
+    assert [s["inputSchema"]["required"] for s in specs] == [["image", "question"], ["image"]]  # what to send
 
 
 def test_the_output_schema_lists_exactly_the_engines_stop_reasons():
@@ -60,6 +61,7 @@ def test_arguments_become_one_request_or_a_tool_error_saying_what_to_send():
                               ("ask_image", {"question": "q"}, "'image' is missing"),
                               ("describe_image", {"image": IMAGE, "resolution": 100}, "multiple of 64"),
                               ("describe_image", {"image": IMAGE, "resolution": "big"}, "must be an integer"),
+                              ("describe_image", {"image": IMAGE, "resolution": True}, "must be an integer"),
                               ("answer", {"image": IMAGE}, "use ask_image or describe_image")]:
         with pytest.raises(ToolError, match=words):
             parse_call(name, args, settings)
@@ -69,6 +71,46 @@ def test_a_busy_engine_reads_as_busy_retry():
     busy = tool_error(Busy("the engine is answering"), 5)
     assert error_text(busy, 5) == "busy, retry in 5 s: the engine is answering"
     assert error_text(tool_error(ToolError("send an image"), 5), 5) == "send an image"
+
+
+class FullGate:
+    """A waiting room with no room left."""
+
+    decoding = None
+
+    def check_room(self):
+        raise Busy("2 requests are already running or waiting")
+
+    async def open(self, request, gone=None):
+        raise Busy("2 requests are already running or waiting")
+
+
+def test_a_full_waiting_room_refuses_a_call_before_its_image_is_decoded(monkeypatch):
+    from fastvlm.api import images
+
+    decoded = []
+    monkeypatch.setattr(images.preprocess, "load_image", lambda *a, **k: decoded.append(1))
+    server = McpServer(make_engine()[0], ApiSettings(), host="127.0.0.1", gate=FullGate())
+    with pytest.raises(Busy):
+        asyncio.run(server.answer("ask_image", {"image": IMAGE, "question": "q"}))
+    assert decoded == []  # a decode can take GBs: a busy server does not begin one
+
+
+def test_a_tool_call_never_fetches_a_remote_image_even_where_the_api_may(monkeypatch):
+    from fastvlm.api import images
+    from fastvlm.api.errors import ApiError
+
+    fetched = []
+
+    async def fetch(url, *args, **kwargs):
+        fetched.append(url)
+        return b""
+
+    monkeypatch.setattr(images, "fetch", fetch)
+    server = McpServer(make_engine()[0], ApiSettings(allow_remote_image_urls=True), host="127.0.0.1")
+    with pytest.raises(ApiError, match="does not fetch remote image URLs"):
+        asyncio.run(server.answer("ask_image", {"image": "http://192.0.2.1/cat.png", "question": "q"}))
+    assert fetched == []
 
 
 # -- over HTTP ---------------------------------------------------------------------------------------------

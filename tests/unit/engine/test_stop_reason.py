@@ -63,3 +63,11 @@ def test_a_request_cancelled_while_waiting_leaves_the_line_while_the_first_still
     waiter.join(10)
     assert left_at_once and first_running  # not only once the engine was free
     assert [type(e) for e in got] == [Done] and got[0].stats.stop_reason == "cancelled"
+    assert len(engine.lm.prefills) == 1  # the first's: the cancelled one did no work, nor touched the KV cache
+
+
+def test_the_language_model_has_stopped_generating_when_done_comes():
+    engine = make()
+    for event in engine.stream(Request(IMAGE, "q", options=GenerationOptions(max_new_tokens=3))):
+        if isinstance(event, Done):
+            assert not engine.lm.generating.is_set()  # its generator closed: a LlamaLM's sampler is freed

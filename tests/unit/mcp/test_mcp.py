@@ -78,10 +78,10 @@ class FullGate:
 
     decoding = None
 
-    def check_room(self):
+    def check_room(self, client=None):
         raise Busy("2 requests are already running or waiting")
 
-    async def open(self, request, gone=None):
+    async def open(self, request, gone=None, client=None):
         raise Busy("2 requests are already running or waiting")
 
 

@@ -23,7 +23,7 @@ from ..engine.events import Request as EngineRequest
 from . import convert, images
 from .errors import ApiError, route_class
 from .schema import ChatCompletionRequest, Completion, PrepareRequest
-from .security import authorize, check_bind, check_host, is_loopback, judged_client, read_body
+from .security import authorize, check_bind, check_host, counted_client, is_loopback, judged_client, read_body
 from .settings import ApiSettings
 from .streaming import EngineResponse, Gate, collect, plain_text, sse
 
@@ -72,8 +72,8 @@ class _Endpoints:
             raise ApiError(404, f"the model {model!r} does not exist here: use {self.settings.model_id!r} "
                            "(GET /v1/models lists it)", param="model", code="model_not_found")
 
-    def client(self, request: Request) -> str:
-        return judged_client(request, self.settings)
+    def client(self, request: Request) -> str | None:
+        return counted_client(request, self.settings)
 
     async def decode(self, url: str, request: Request, param: str = "image_url"):
         """A 400 before queueing; a 503 before decoding when the queue is full (decoding can take GBs)."""

@@ -85,6 +85,16 @@ def judged_client(request: Request, settings: ApiSettings) -> str:
     return client_host(request, settings.trusted_proxies, settings.forwarded_header) or "unknown"
 
 
+def counted_client(connection: HTTPConnection, settings: ApiSettings) -> str | None:
+    """Whom a request or voice line counts against for a per-client limit (`max_per_client`, the voice lines'
+    `max_lines_per_client`): the client `client_host` finds (behind a trusted proxy, the forwarded one), else the
+    TCP peer (a forwarding header from a peer not trusted is not believed); None, not counted, on loopback: this
+    machine's own clients."""
+    host = (client_host(connection, settings.trusted_proxies, settings.forwarded_header)
+            or (connection.client.host if connection.client else None))
+    return None if is_loopback(host) else host
+
+
 def _host_name(value: str) -> str:
     """`example.org:8080` -> `example.org`, `[::1]:7860` -> `::1`."""
     value = value.strip().lower()

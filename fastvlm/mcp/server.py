@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..api import images
 from ..api.errors import ApiError, log_refusal, to_api_error
-from ..api.security import authorize, is_loopback, judged_client, read_body
+from ..api.security import authorize, counted_client, is_loopback, judged_client, read_body
 from ..api.settings import ApiSettings
 from ..api.streaming import Gate
 from ..engine.config import TRAINED_RESOLUTION
@@ -144,7 +144,7 @@ class McpServer:
         """One tool call: the answer as text content and as a structured result; raises what went wrong."""
         call = parse_call(name, arguments, self.settings)
         builder, http = ResultBuilder(), _http_request.get()
-        client = judged_client(http, self.api) if http is not None else None
+        client = counted_client(http, self.api) if http is not None else None
         self._gate.check_room(client)  # a busy error before the image is decoded (that can take GBs), not after
         image = await images.decode_image(call.image_url, self._images, images.max_pixels(self.engine), "image",
                                           self._gate.decoding)

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fastvlm.api.security import client_host, is_loopback
+from fastvlm.api.security import counted_client
 from fastvlm.api.settings import ApiSettings
 
 from ..settings import AppSettings
@@ -74,12 +74,9 @@ class VoiceLinks:
         return len(self._open)
 
     def client(self, websocket: WebSocket) -> str | None:
-        """Whom a line counts against for `max_lines_per_client`: the address the API judges (`client_host`: behind
-        a trusted proxy, the client it forwards), else the TCP peer (a forwarding header from anyone else is not
-        believed); None, not counted, for loopback: one person's tabs on this machine."""
-        host = (client_host(websocket, self.api.trusted_proxies, self.api.forwarded_header)
-                or (websocket.client.host if websocket.client else None))
-        return None if is_loopback(host) else host
+        """Whom a line counts against for `max_lines_per_client` (`counted_client`: as the API's requests; None,
+        not counted, for loopback: one person's tabs on this machine)."""
+        return counted_client(websocket, self.api)
 
     def _crowded(self, client: str | None, token: str) -> tuple[int, str] | None:
         """Under the lock: the refusal when `client` already has its most lines open (the line `token` opened

@@ -101,3 +101,23 @@ def test_the_api_counts_the_forwarded_client():
         first.join(10)
     assert refused.status_code == 503 and "others get a turn" in refused.json()["error"]["message"], refused.text
     assert served.status_code == 200 and "word" in served.text, served.text
+
+
+def _connection(peer: str, forwarded: str | None = None):
+    from starlette.requests import Request as HttpRequest
+
+    headers = [(b"x-forwarded-for", forwarded.encode())] if forwarded else []
+    return HttpRequest({"type": "http", "method": "GET", "path": "/", "headers": headers, "client": (peer, 5000)})
+
+
+@pytest.mark.parametrize(("peer", "forwarded", "trusted", "counted"), [
+    (PROXY, A, (PROXY,), A),  # a trusted proxy's client
+    (PROXY, A, (), PROXY),  # a forwarding header from a peer not trusted: the peer counts, not "unknown" for all
+    (A, None, (), A),
+    (HERE, None, (), None),  # this machine: not counted
+    (HERE, HERE, (HERE,), None),  # a proxy here forwarding a client here
+])
+def test_whom_a_request_counts_against(peer, forwarded, trusted, counted):
+    from fastvlm.api.security import counted_client
+
+    assert counted_client(_connection(peer, forwarded), ApiSettings(trusted_proxies=trusted)) == counted

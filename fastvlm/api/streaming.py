@@ -96,7 +96,7 @@ class EngineEvents:
 
 class Gate:
     """Admission of API requests: one runs, up to `max_waiting` wait (`queue_wait_s` at most), more get a 503;
-    one client (`security.judged_client`; this machine's not counted) has at most `max_per_client` of them."""
+    one client (`security.counted_client`; this machine's not counted) has at most `max_per_client` of them."""
 
     def __init__(self, engine, settings: ApiSettings):
         self.engine, self.settings = engine, settings
@@ -140,7 +140,7 @@ class Gate:
         """The engine's events for `request`, once it has its turn (waiting at most `queue_wait_s`, or `wait`
         if shorter) and the first event is there; `Busy` (a 503) otherwise. `gone()`: whether the client left
         (then the wait, encode or prefill stops, and the events end with stop reason "cancelled"). `client`: who
-        asks (`security.judged_client`), for `max_per_client`."""
+        asks (`security.counted_client`), for `max_per_client`."""
         release = self._admit(client)
         wait = self.settings.queue_wait_s if wait is None else min(wait, self.settings.queue_wait_s)
         cancel = CancelToken()

@@ -53,7 +53,8 @@ class VoiceLinks:
             session.line_refused = None
             idle = [t for t in self._sessions if t not in self._open]
             while len(self._sessions) > self.limits.max_tokens and idle:
-                self._sessions.pop(idle.pop(0), None)
+                forgotten = self._sessions.pop(idle.pop(0))
+                forgotten.line_refused = UNKNOWN[1]  # its line, if the page opens it now, is refused: say why
         session.link_token = token
         return token
 

@@ -172,6 +172,18 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
     assert second.line_refused is None
 
 
+def test_a_token_forgotten_before_its_line_opened_is_told_as_expired_not_as_the_microphone(tmp_path):
+    """More Starts than `max_tokens` forget the oldest idle token; if its page opens the line after that, the
+    person hears that the line expired (press Start again), not to allow the microphone."""
+    links = VoiceLinks(SETTINGS, LinkLimits(max_tokens=1))
+    first, old = listening(tmp_path, links)
+    listening(tmp_path, links)  # someone else's Start: `first`'s token is forgotten
+    with opened(served(links), old) as refused:
+        assert closed_with(refused) == UNKNOWN
+    with pytest.warns(UserWarning, match="could not start: this voice line is unknown or expired: press Start"):
+        check_microphone(first, 0)
+
+
 def until(done, wait_s: float = 5.0) -> None:
     """Wait for `done()` (a line's hello is heard by the server in its own time), failing after `wait_s`."""
     deadline = time.monotonic() + wait_s

@@ -75,9 +75,10 @@ class _Endpoints:
     def client(self, request: Request) -> str | None:
         return counted_client(request, self.settings)
 
-    async def decode(self, url: str, request: Request, param: str = "image_url"):
-        """A 400 before queueing; a 503 before decoding when the queue is full (decoding can take GBs)."""
-        self.gate.check_room(self.client(request))
+    async def decode(self, url: str, client: str | None, param: str = "image_url"):
+        """A 400 before queueing; a 503 before decoding when the queue (or `client`'s share) is full (decoding
+        can take GBs)."""
+        self.gate.check_room(client)
         return await images.decode_image(url, self.settings, self.max_pixels, param, self.gate.decoding)
 
     async def chat_completions(self, body: ChatCompletionRequest, request: Request) -> Response:
@@ -86,11 +87,11 @@ class _Endpoints:
         if chat.answer_so_far and not self.continues():
             raise ApiError(400, "this server's engine cannot go on from an answer so far (it is itself a client of "
                            "another server)", param="continue_final_message", code="unsupported")
-        image = await self.decode(chat.image_url, request)
+        client = self.client(request)
+        image = await self.decode(chat.image_url, client)
         engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution,
                                        chat.answer_so_far)
-        events = await self.gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected,
-                                      client=self.client(request))
+        events = await self.gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected, client=client)
         completion = Completion(self.settings.model_id)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -106,9 +107,9 @@ class _Endpoints:
 
     async def prepare(self, body: PrepareRequest, request: Request) -> dict:
         """Extension: encode the image and prefill it while the engine is idle (False if it is busy)."""
-        image = await self.decode(convert.url_of(body.image_url, "image_url"), request)
-        return {"prepared": await self.gate.prepare(image, convert.resolution(body.resolution),
-                                                    self.client(request))}
+        client = self.client(request)
+        image = await self.decode(convert.url_of(body.image_url, "image_url"), client)
+        return {"prepared": await self.gate.prepare(image, convert.resolution(body.resolution), client)}
 
     async def predict(self, request: Request) -> Response:
         """The older CPU pipeline's endpoint: multipart `image` (+ `prompt`, `max_tokens`) -> plain text."""
@@ -121,11 +122,12 @@ class _Endpoints:
             if not _POSITIVE.fullmatch(max_tokens):
                 raise ApiError(400, "max_tokens must be a positive integer", param="max_tokens")
             data = await upload.read()
-        self.gate.check_room(self.client(request))
+        client = self.client(request)
+        self.gate.check_room(client)
         image = await anyio.to_thread.run_sync(preprocess.load_image, data, self.max_pixels,
                                                limiter=self.gate.decoding)
         req = EngineRequest(image, prompt, options=GenerationOptions(max_new_tokens=int(max_tokens)))
-        events = await self.gate.open(req, gone=request.is_disconnected, client=self.client(request))
+        events = await self.gate.open(req, gone=request.is_disconnected, client=client)
         return EngineResponse(plain_text(events), events, "text/plain; charset=utf-8", _NO_BUFFERING)
 
     async def models(self) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import time
 
@@ -26,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to listen on [GRADIO_SERVER_NAME] (0.0.0.0 for every interface)")
     g.add_argument("--port", type=int, default=env_int("GRADIO_SERVER_PORT", 7860),
                    help="port [GRADIO_SERVER_PORT]")
+    g.add_argument("--root-path", type=root_path, default=os.environ.get("GRADIO_ROOT_PATH", ""),
+                   help="the path the page is served under behind a reverse proxy that strips it, e.g. /vlm for "
+                        "https://example.com/vlm/ (deploy/README.md) [GRADIO_ROOT_PATH]")
     a = p.add_argument_group("OpenAI-compatible API (same port) and remote backend")
     a.add_argument("--api-key", default=os.environ.get("FASTVLM_API_KEY"),
                    help="Bearer key the API requires; required off-loopback [FASTVLM_API_KEY]")
@@ -58,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_voice_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def root_path(value: str) -> str:
+    """`--root-path` as Gradio takes it: "" (served at /), a path with one leading "/" and none at the end, or the
+    page's whole URL (http[s]://host/path)."""
+    path = value.strip().rstrip("/")
+    if re.match(r"https?://[^/?#\s]+(/[^?#\s]*)?$", path):
+        return path
+    if path and (not path.startswith("/") or "//" in path or any(c in path for c in "?#\\ ")):
+        raise argparse.ArgumentTypeError(f"--root-path {value!r}: give the path the proxy serves the page under, "
+                                         "like /vlm")
+    return path
 
 
 def add_voice_arguments(p: argparse.ArgumentParser) -> None:
@@ -266,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                         "can reach %s: --protect-page puts them behind a login", args.host)
         demo = create_app(engine, speech=load_speech(args), api=settings)  # voice lines: the API's proxies
         launch(demo, args.host, args.port, routes=routes,
-               lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None)
+               lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None,
+               root_path=args.root_path)
     except OSError as e:  # the port is taken (Gradio's message says how to pick another)
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -31,16 +31,19 @@ def page_login(key: str):
 
 
 def launch(demo, host: str = "127.0.0.1", port: int = 7860, block: bool = True, routes=(), lifespan=None,
-           page_key: str | None = None):
+           page_key: str | None = None, root_path: str = ""):
     """Start the server; `block=False` returns at once (tests). `routes` (the API's, MCP's) are served beside
     the UI; `lifespan` (MCP's) runs while the server does. `page_key`: the page and all its Gradio endpoints
-    need a login (any user name, this password). Returns Gradio's (app, local url, share url)."""
+    need a login (any user name, this password). `root_path`: the path a reverse proxy serves the page under
+    (it strips it before passing requests on), so the page's own links carry it. Returns Gradio's (app, local url,
+    share url)."""
     routes = [*routes, *getattr(demo, "extra_routes", [])]  # the voice tab's line
     app_kwargs = {"routes": routes} | ({"lifespan": lifespan} if lifespan else {})
     auth = {"auth": page_login(page_key), "auth_message": PAGE_LOGIN_MESSAGE} if page_key else {}
     with _no_trusted_proxies():
         served = demo.launch(server_name=host, server_port=port, prevent_thread_lock=True,
-                             max_file_size=MAX_UPLOAD, app_kwargs=app_kwargs, head=getattr(demo, "page_head", None),
+                             max_file_size=MAX_UPLOAD, root_path=root_path, app_kwargs=app_kwargs,
+                             head=getattr(demo, "page_head", None),
                              **launch_style(), **auth,
                              mcp_server=False)  # never Gradio's: it would make every callback a tool (fastvlm.mcp)
     _uncompressed_lines(demo)

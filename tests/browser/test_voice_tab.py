@@ -4,6 +4,10 @@ tiny.en, the answer streams from the tiny model and is spoken (eSpeak NG: edge-t
 
 from __future__ import annotations
 
+import json
+import re
+import urllib.request
+
 import numpy as np
 import pytest
 
@@ -167,6 +171,16 @@ def test_push_to_talk_that_hears_nothing_says_so_and_keeps_the_status_line(brows
         quiet.close()
 
 
+def heard_and_played(page, where: str) -> dict:
+    """Start hands-free; wait until QUESTION is heard (`where`: through what, for the message) and its answer plays
+    over the voice line; the line's state (window.__fvLink)."""
+    page.locator("#voice-start").click()
+    wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 60,
+               every=0.2, what=f"the question heard {where}")
+    return wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and s["plays"] and s, 30,
+                      what="the answer playing over the line")
+
+
 def test_the_voice_line_reaches_the_persons_replica_through_the_proxy(voice_browser, tiny_models, tmp_path):
     """deploy/'s nginx in front of 2 replicas: the page's WebSocket is upgraded and lands on the replica that issued
     its token (the affinity cookie), so the question is heard and the answer plays."""
@@ -175,11 +189,7 @@ def test_the_voice_line_reaches_the_persons_replica_through_the_proxy(voice_brow
     with running(tiny_models, tmp_path / "stack", replicas=2, key=None, voice=True) as served:
         context, page = open_voice_tab(voice_browser, served.url)
         try:
-            page.locator("#voice-start").click()
-            wait_until(lambda: "holding" in page.locator("#voice-transcript textarea").input_value().lower(), 60,
-                       every=0.2, what="the question heard through the proxy")
-            line = wait_until(lambda: (s := page.evaluate("() => window.__fvLink")) and s["plays"] and s, 30,
-                              what="the answer playing over the line")
+            line = heard_and_played(page, "through the proxy")
             assert line["state"] == "on" and line["frames"] > 0 and line["closed"] is None, line
         finally:
             context.close()
@@ -188,6 +198,62 @@ def test_the_voice_line_reaches_the_persons_replica_through_the_proxy(voice_brow
         assert all('" 101 ' in line for line in upgraded), upgraded  # 101 Switching Protocols: upgraded
         # the line's key travels in its first message, not its URL: no access log holds it
         assert not any("/voice/link/" in line for line in served.access_log())
+
+
+def front_at_vlm(port: int):
+    """An edit of deploy/'s nginx config that adds a front: a server on `port` that serves the stack at /vlm/ only,
+    stripping the path before it passes a request on (to nginx's own address), as a site's server would at
+    example.com/vlm/. A link of the page that leaves out the path gets the front's 404."""
+    def edit(conf: str) -> str:
+        listen = re.search(r"listen (\S+);", conf).group(1)
+        front = f"""
+    server {{
+        listen 127.0.0.1:{port};
+        location /vlm/ {{
+            proxy_pass http://{listen}/;
+            proxy_http_version 1.1;
+            proxy_set_header Host $http_host;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $fastvlm_connection;
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+        return conf[:conf.rindex("}")] + front
+    return edit
+
+
+def test_the_page_its_uploads_voice_line_and_api_work_under_a_sub_path(voice_browser, tiny_models, tmp_path):
+    """Served at /vlm/ by a front that strips the path, with --root-path /vlm: the page's links carry the path, so an
+    upload is shown and answered, the voice line opens and plays, and the API answers at /vlm/v1 (without the flag
+    the page loads, but its events and uploads go outside /vlm/, to the front's 404: the question is never heard)."""
+    from PIL import Image
+
+    from tests.browser.pages import ask, upload, wait_answer
+    from tests.deploy_stack import free_ports, running
+
+    Image.new("RGB", (320, 240), (200, 40, 40)).save(tmp_path / "red.png")
+    port = free_ports(1)
+    with running(tiny_models, tmp_path / "stack", replicas=1, key=None, voice=True, app_args=("--root-path", "/vlm"),
+                 conf_edit=front_at_vlm(port)) as served:
+        url = f"http://127.0.0.1:{port}/vlm/"
+        with urllib.request.urlopen(url + "v1/models", timeout=10) as r:
+            assert json.load(r)["data"][0]["id"] == "fastvlm"
+        context, page = open_voice_tab(voice_browser, url)
+        try:
+            line = heard_and_played(page, "under /vlm/")
+            assert line["state"] == "on" and line["frames"] > 0, line
+            page.locator("#voice-stop").click()
+            page.get_by_role("tab", name="Image").click()
+            upload(page, tmp_path / "red.png")
+            ask(page, "What color is it?")
+            wait_answer(page, 1, timeout=30)
+        finally:
+            context.close()
+        upgraded = wait_until(lambda: [line for line in served.access_log() if '"GET /vlm/voice/link ' in line], 10,
+                              what="the line through the front in nginx's access log (written when it closes)")
+        assert all('" 101 ' in line for line in upgraded), upgraded
 
 
 SECOND = "What color is the square?"

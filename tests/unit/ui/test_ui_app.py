@@ -184,3 +184,21 @@ def test_a_yes_no_variable_that_is_neither_is_one_line_and_exit_2(monkeypatch, c
     with pytest.raises(SystemExit) as done:
         app.build_parser()
     assert done.value.code == 2 and "FASTVLM_PROTECT_PAGE='maybe'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "taken"), [("", ""), ("/vlm", "/vlm"), ("/vlm/", "/vlm"), ("/a/b/", "/a/b"),
+                                              ("https://example.com/vlm/", "https://example.com/vlm")])
+def test_the_root_path_is_taken_as_gradio_wants_it_from_the_flag_or_gradios_variable(monkeypatch, value, taken):
+    monkeypatch.delenv("GRADIO_ROOT_PATH", raising=False)
+    assert app.build_parser().parse_args(["--root-path", value]).root_path == taken
+    monkeypatch.setenv("GRADIO_ROOT_PATH", value)
+    assert app.build_parser().parse_args([]).root_path == taken
+
+
+@pytest.mark.parametrize("value", ["vlm", "/a b", "//vlm", "/vlm?x=1"])
+def test_a_root_path_that_is_not_a_path_is_one_line_and_exit_2(monkeypatch, capsys, value):
+    monkeypatch.setenv("GRADIO_ROOT_PATH", value)
+    with pytest.raises(SystemExit) as done:
+        app.build_parser().parse_args([])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and f"--root-path {value!r}" in err and "like /vlm" in err

@@ -35,9 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Bearer key the API requires; required off-loopback [FASTVLM_API_KEY]")
     a.add_argument("--allow-unauthenticated-remote", action="store_true",
                    help="serve the API off-loopback without a key (trusted networks only)")
-    a.add_argument("--trusted-proxies", metavar="IPS", default=os.environ.get("FASTVLM_TRUSTED_PROXIES", ""),
+    a.add_argument("--trusted-proxies", metavar="IPS",
+                   default=os.environ.get("FASTVLM_TRUSTED_PROXIES", SPACES_PROXIES if on_a_space() else ""),
                    help="comma-separated reverse proxies (IPs or CIDRs) whose --forwarded-header is believed; other "
-                        "forwarded requests count as remote [FASTVLM_TRUSTED_PROXIES]")
+                        "forwarded requests count as remote (on a Hugging Face Space: the private networks, where "
+                        "its proxy connects from) [FASTVLM_TRUSTED_PROXIES]")
     a.add_argument("--forwarded-header", choices=FORWARDED_HEADERS,
                    default=os.environ.get("FASTVLM_FORWARDED_HEADER", "x-forwarded-for").lower(),
                    help="the one header those proxies set with the client's address (its right-most entry counts; "
@@ -62,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_voice_arguments(p)
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+# Where a Hugging Face Space's proxy connects from (its containers see a private address as every request's peer,
+# the visitor's in X-Forwarded-For): believed there unless --trusted-proxies says otherwise, so the per-client
+# limits (API and MCP places, voice lines) count visitors, not the proxy
+SPACES_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+
+
+def on_a_space() -> bool:
+    """Running on Hugging Face Spaces, which sets SPACE_ID in every Space's environment."""
+    return bool(os.environ.get("SPACE_ID"))
 
 
 def root_path(value: str) -> str:
@@ -266,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.protect_page and not args.api_key:
         print("error: --protect-page needs FASTVLM_API_KEY (the page's password)", file=sys.stderr)
         return 2
+    if on_a_space() and args.trusted_proxies == SPACES_PROXIES:
+        log.info("on a Hugging Face Space: visitors are told apart by %s from its proxy (%s)", args.forwarded_header,
+                 SPACES_PROXIES)
     try:
         settings = _api_settings(args)  # a bad proxy list or header is told now, not after the model loaded
         engine = load_engine(args, background=True)

@@ -202,3 +202,23 @@ def test_a_root_path_that_is_not_a_path_is_one_line_and_exit_2(monkeypatch, caps
         app.build_parser().parse_args([])
     err = capsys.readouterr().err
     assert done.value.code == 2 and f"--root-path {value!r}" in err and "like /vlm" in err
+
+
+def test_on_a_space_visitors_are_told_apart_by_the_address_its_proxy_forwards(monkeypatch):
+    """A Space's container sees its proxy's private address as every request's peer: without believing the proxy,
+    every visitor counted as that one address (one visitor's 3 API places and 8 voice lines were everyone's)."""
+    from fastvlm.api.security import counted_client
+    from tests.unit.api.test_gate_per_client import _connection
+
+    monkeypatch.delenv("FASTVLM_TRUSTED_PROXIES", raising=False)
+    monkeypatch.setenv("SPACE_ID", "someone/fastvlm")
+    settings = app._api_settings(app.build_parser().parse_args([]))
+    seen = [counted_client(_connection("10.16.3.80", forwarded), settings)
+            for forwarded in ("203.0.113.7", "198.51.100.9", "127.0.0.1, 203.0.113.7")]
+    assert seen == ["203.0.113.7", "198.51.100.9", "203.0.113.7"]  # what a visitor writes before it is never read
+    monkeypatch.setenv("FASTVLM_TRUSTED_PROXIES", "10.1.2.3")  # the Space's owner decides
+    assert app.build_parser().parse_args([]).trusted_proxies == "10.1.2.3"
+    monkeypatch.delenv("FASTVLM_TRUSTED_PROXIES")
+    monkeypatch.delenv("SPACE_ID")  # anywhere else nothing is believed unless told
+    settings = app._api_settings(app.build_parser().parse_args([]))
+    assert counted_client(_connection("10.16.3.80", "203.0.113.7"), settings) == "10.16.3.80"

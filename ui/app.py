@@ -7,7 +7,11 @@ import hmac
 import os
 from contextlib import contextmanager
 
+from fastvlm.api.settings import ApiSettings
+
 from .blocks import build_app, launch_style
+from .queue_share import QueueShare
+from .settings import AppSettings
 
 QUEUE_SIZE = 64  # people waiting beyond this get "queue full" instead of an endless wait
 MAX_UPLOAD = "50mb"  # larger files are refused by the page before they are sent
@@ -18,10 +22,13 @@ def create_app(engine, settings=None, speech=None, api=None):
     """The Blocks app around `engine` (anything with the `ui.Backend` methods), its queue configured.
 
     Answers run one at a time through the queue (people see their place in line); prepare, live frames and
-    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all.
+    live ticks run beside it and never wait, because the engine answers them with `Busy` or not at all. One client
+    may have `settings.max_waiting_per_client` events waiting (ui/queue_share.py).
     `speech` (from `load_speech`) adds the Voice + camera tab; `api` (`ApiSettings`): the proxies it believes."""
+    settings, api = settings or AppSettings(), api or ApiSettings()
     demo = build_app(engine, settings, speech, api)
     demo.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    QueueShare(settings.max_waiting_per_client, api).install(demo)
     return demo
 
 

@@ -17,6 +17,11 @@ class AppSettings:
     frame_every_s: float = 0.5  # how often the live webcam sends its latest frame
     camera_resolution: int | None = None  # snapshot + live image size; None: the engine's configured one
     ui_update_s: float = 0.05  # coalesce text deltas into at most one page update per this many seconds
+    # events one client (its address; behind a trusted proxy the forwarded one) may have waiting in the page's queue
+    # (64 for everyone) at once; more are refused as a full queue is, so one visitor's script cannot keep everyone
+    # else out. A person's page has one or two waiting at most; a school behind one NAT address shares it. This
+    # machine's own clients (loopback) are not counted. 0: no such limit (ui/queue_share.py)
+    max_waiting_per_client: int = 8
     # Gradio copies every upload, webcam frame and spoken sentence into its cache folder (GRADIO_TEMP_DIR);
     # every `cache_sweep_s` the app's files there older than `cache_max_age_s` are deleted (an image still in
     # a conversation is kept: each question refreshes it). Files held at once: about creation rate x (age + sweep).
@@ -68,6 +73,8 @@ class AppSettings:
             raise ValueError("voice_echo_speech_ms must be 0 or more")
         if self.voice_early_stt_ms and self.voice_early_stt_ms < 32:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
+        if self.max_waiting_per_client < 0:
+            raise ValueError("max_waiting_per_client must be 0 (no limit) or more")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:
             raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
         if self.voice_first_phrase_words < 0:

@@ -5,6 +5,8 @@ Tab order: Image, Camera snapshot, Voice + camera (when speech is on), Live.
 
 from __future__ import annotations
 
+import threading
+
 import gradio as gr
 
 from .backend import Backend
@@ -25,6 +27,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None,
     # the voice tab's audio lines, served beside the page; each prepares its question's frame as it is spoken
     links = VoiceLinks(settings, prepare=lambda session, start_s, words="": prepare_frame(
         engine, session, settings.camera_resolution, start_s, words), api=api)
+    decodes = threading.BoundedSemaphore(settings.max_frame_decodes)  # the webcams' frames decoded at once
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()
         header = gr.Markdown(header_markdown(info, settings.title), elem_id="header")
@@ -32,12 +35,12 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None,
             with gr.Tab("Image", id="image", elem_id="tab-image"):
                 resolution = build_image_tab(engine, settings)
             with gr.Tab("Camera snapshot", id="snapshot", elem_id="tab-snapshot"):
-                build_snapshot_tab(engine, settings)
+                build_snapshot_tab(engine, settings, decodes)
             if speech is not None:
                 with gr.Tab("Voice + camera", id="voice", elem_id="tab-voice"):
-                    build_voice_tab(engine, speech, settings, links)
+                    build_voice_tab(engine, speech, settings, links, decodes)
             with gr.Tab("Live", id="live", elem_id="tab-live"):
-                build_live_tab(engine, settings)
+                build_live_tab(engine, settings, decodes)
         demo.load(lambda: resolution_radio(engine.describe()), None, resolution, queue=False, show_progress="hidden",
                   api_visibility="private")
         _refresh_while_loading(engine, settings, header, resolution, loading=info.get("state") == "loading")

@@ -22,6 +22,9 @@ class AppSettings:
     # else out. A person's page has one or two waiting at most; a school behind one NAT address shares it. This
     # machine's own clients (loopback) are not counted. 0: no such limit (ui/queue_share.py)
     max_waiting_per_client: int = 8
+    # webcam frames decoded at once, app-wide: the three webcams' endpoints take any file from an API caller, a 0.2 MB
+    # PNG of 64 megapixels (the limit) takes ~0.6 GB while it is decoded, and Gradio runs up to 40 decodes at once
+    max_frame_decodes: int = 2
     # Gradio copies every upload, webcam frame and spoken sentence into its cache folder (GRADIO_TEMP_DIR);
     # every `cache_sweep_s` the app's files there older than `cache_max_age_s` are deleted (an image still in
     # a conversation is kept: each question refreshes it). Files held at once: about creation rate x (age + sweep).
@@ -75,6 +78,8 @@ class AppSettings:
             raise ValueError("voice_early_stt_ms must be 0 (off) or at least 32 (one VAD window)")
         if self.max_waiting_per_client < 0:
             raise ValueError("max_waiting_per_client must be 0 (no limit) or more")
+        if self.max_frame_decodes < 1:
+            raise ValueError("max_frame_decodes must be at least 1")
         if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:
             raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
         if self.voice_first_phrase_words < 0:

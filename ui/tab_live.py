@@ -9,6 +9,7 @@ there is no backlog, and two inferences never run at once.
 from __future__ import annotations
 
 import html
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -162,13 +163,13 @@ def _answer(session: LiveSession, parts: Iterator[Partial], seq: int, run: int, 
 
 
 # -- layout ----------------------------------------------------------------------------------------------------
-def build_live_tab(engine: Backend, settings: AppSettings) -> None:
+def build_live_tab(engine: Backend, settings: AppSettings, decodes: threading.Semaphore) -> None:
     session = gr.State(LiveSession())
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             camera = bounded_frames(gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera",
                                              height=300, webcam_options=gr.WebcamOptions(mirror=False),
-                                             elem_id="live-camera"))
+                                             elem_id="live-camera"), decodes)
             question = gr.Dropdown(list(LIVE_PRESETS), value=LIVE_PRESETS[0], allow_custom_value=True,
                                    label="Ask every frame", elem_id="live-question")
             interval = gr.Slider(1, 10, value=settings.live_interval_s, step=1, label="Every N seconds",

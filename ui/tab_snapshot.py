@@ -5,6 +5,7 @@ The capture is prepared (encoded + prefilled) at once, so the TTFT after Analyse
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -97,14 +98,15 @@ def analyse(engine: Backend, session: SnapshotSession, frame: np.ndarray | None,
 
 
 # -- layout ----------------------------------------------------------------------------------------------------
-def build_snapshot_tab(engine: Backend, settings: AppSettings) -> None:
+def build_snapshot_tab(engine: Backend, settings: AppSettings, decodes: threading.Semaphore) -> None:
     session = gr.State(SnapshotSession(),
                        delete_callback=lambda s: s.turnstile.release())  # a closed tab stops its answer
     resolution = settings.camera_resolution
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             camera = bounded_frames(gr.Image(sources=["webcam"], type="numpy", label="Camera", height=340,
-                                             webcam_options=gr.WebcamOptions(mirror=False), elem_id="snapshot-camera"))
+                                             webcam_options=gr.WebcamOptions(mirror=False), elem_id="snapshot-camera"),
+                                    decodes)
         with gr.Column(scale=3, min_width=320):
             ttft = gr.HTML(ttft_html(None), label="TTFT", elem_id="snapshot-ttft")
             answer = gr.Textbox(label="Answer", lines=6, max_lines=16, interactive=False, buttons=["copy"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -235,17 +236,21 @@ def readable_uploads(image: gr.Image) -> gr.Image:
     return image
 
 
-def bounded_frames(image: gr.Image, max_pixels: int = DEFAULT_MAX_PIXELS) -> gr.Image:
+def bounded_frames(image: gr.Image, decodes: threading.Semaphore,
+                   max_pixels: int = DEFAULT_MAX_PIXELS) -> gr.Image:
     """Make `image` (a webcam's, wanted as an array) decode its file as the engine decodes any image
     (`preprocess.load_image`: only the formats it takes, the size limit checked from the header, transparency on
     white) instead of Gradio's decode: its endpoint takes any file from an API caller, and Gradio's decode made a
-    0.5 MB PNG of 169 megapixels a 0.5 GB array, a GIF its palette indices, and handed an EPS to Ghostscript."""
+    0.5 MB PNG of 169 megapixels a 0.5 GB array, a GIF its palette indices, and handed an EPS to Ghostscript.
+    A decode holds one of `decodes` (shared by the app's webcams: `AppSettings.max_frame_decodes`): Gradio runs up to
+    40 at once, and a 0.2 MB PNG of 64 megapixels (the limit) takes ~0.6 GB while it is decoded."""
 
     def preprocess(payload):
         if payload is None:
             return None
         try:
-            return np.asarray(load_image(_frame_source(payload), max_pixels))
+            with decodes:
+                return np.asarray(load_image(_frame_source(payload), max_pixels))
         except InputError as e:
             raise gr.Error(f"This frame cannot be used: {e}.", title="Cannot use this image",
                            print_exception=False) from e

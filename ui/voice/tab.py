@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
@@ -229,8 +230,9 @@ _ENGINE = {"concurrency_id": "engine", "concurrency_limit": 1, **_HIDDEN}  # ans
 
 
 def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, settings: AppSettings,
-                    links: VoiceLinks) -> None:
-    """The tab; hands-free audio travels over `links` (the page's voice line, served beside the app)."""
+                    links: VoiceLinks, decodes: threading.Semaphore) -> None:
+    """The tab; hands-free audio travels over `links` (the page's voice line, served beside the app); its camera's
+    frames are decoded holding one of `decodes` (the app's webcams share them)."""
     if isinstance(speech, VoiceUnavailable):
         gr.Markdown(f"**Voice is unavailable:** {html.escape(speech.reason)}\n\nThe other tabs work as usual.",
                     elem_id="voice-unavailable")
@@ -241,7 +243,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
         state.close()
 
     session = gr.State(VoiceSession(), delete_callback=forget)
-    ui = _layout(speech.about)
+    ui = _layout(speech.about, decodes)
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
     rest = {k: outputs[k] for k in ("voice", "speaker", "status", "readout")}  # what speaking the rest updates
 
@@ -288,14 +290,14 @@ def _push_to_talk(ui: dict, session, engine: Backend, settings: AppSettings, on_
     return questions.change(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
 
 
-def _layout(about: str) -> dict:
+def _layout(about: str, decodes: threading.Semaphore) -> dict:
     """Camera, Start/Stop, the two microphones on the left; what was heard, said and how fast on the right."""
     ui = {}
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             ui["camera"] = bounded_frames(gr.Image(sources=["webcam"], streaming=True, type="numpy", label="Camera",
                                                    height=280, webcam_options=gr.WebcamOptions(mirror=False),
-                                                   elem_id="voice-camera"))
+                                                   elem_id="voice-camera"), decodes)
             with gr.Row():
                 ui["start"] = gr.Button("Start hands-free", variant="primary", elem_id="voice-start")
                 ui["stop"] = gr.Button("Stop", variant="stop", elem_id="voice-stop")

@@ -5,6 +5,8 @@ camera's endpoint refuses a huge file before decoding it (Gradio's own state hol
 import asyncio
 import base64
 import io
+import threading
+import time
 
 import gradio as gr
 import numpy as np
@@ -97,6 +99,36 @@ def test_a_camera_endpoint_refuses_a_huge_image_before_it_is_decoded(tmp_path, c
     assert set(decoded) == {(640, 480)}  # (the spy sees a decode)
 
 
+def test_the_apps_webcams_decode_at_most_max_frame_decodes_frames_at_once(tmp_path, monkeypatch):
+    """Each webcam's endpoint takes any file from an API caller and Gradio runs up to 40 decodes at once: 40 frames
+    near the 64-megapixel limit (0.4-1.6 GB each while decoded) at once could take the machine's memory."""
+    import ui.widgets
+
+    demo = create_app(make_engine(), speech=make_models(tmp_path))  # the default: 2 at once, for all three
+    cameras = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) in
+               ("snapshot-camera", "live-camera", "voice-camera")]
+    Image.new("RGB", (64, 48)).save(tmp_path / "frame.png")
+    running, most, lock = [0], [0], threading.Lock()
+
+    def slow_decode(source, max_pixels):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return Image.new("RGB", (4, 4))
+
+    monkeypatch.setattr(ui.widgets, "load_image", slow_decode)
+    threads = [threading.Thread(target=camera.preprocess, args=(ImageData(path=str(tmp_path / "frame.png")),))
+               for camera in cameras for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(cameras) == 3 and most[0] == 2, most  # was 12: every call decoded at once
+
+
 def test_a_camera_endpoint_decodes_a_file_as_the_engine_does(tmp_path, monkeypatch):
     """Gradio's own decode gave an animated GIF's palette indices (the model saw black), clipped a 16-bit image
     to white, and handed an EPS named .png to Ghostscript; the Image tab and the API decode each the same way."""
@@ -120,7 +152,7 @@ def test_a_camera_endpoint_decodes_a_file_as_the_engine_does(tmp_path, monkeypat
 
 def test_a_camera_frame_may_come_as_a_data_url():
     """A frame sent as a base64 data URL is decoded as a file is; one that is not base64 is refused, saying so."""
-    camera = bounded_frames(gr.Image(type="numpy"))
+    camera = bounded_frames(gr.Image(type="numpy"), threading.Semaphore(1))
     buf = io.BytesIO()
     Image.new("RGB", (4, 2), (255, 0, 0)).save(buf, "PNG")
     frame = camera.preprocess(ImageData(url="data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()))

@@ -17,6 +17,7 @@ from fastvlm.engine.events import InputError, Request
 from fastvlm.engine.prompt import Turn, question_or_default
 
 from .backend import Backend
+from .inputs import readable_uploads
 from .settings import AppSettings
 from .widgets import (
     IMAGE_PRESETS,
@@ -28,7 +29,6 @@ from .widgets import (
     format_metrics,
     ms,
     preset_buttons,
-    readable_uploads,
     readout_html,
     toast_text,
     wire_answer,

@@ -24,7 +24,8 @@ from fastvlm.engine.prompt import question_or_default
 
 from .backend import Backend
 from .settings import AppSettings
-from .widgets import LIVE_PRESETS, Partial, bounded_frames, fail, follow, ms, readout_html
+from .inputs import bounded_frames
+from .widgets import LIVE_PRESETS, Partial, fail, follow, ms, readout_html
 
 NO_FRAMES = ("No camera frames are arriving: allow camera access, and press Record on the camera "
              "if it is not streaming.")

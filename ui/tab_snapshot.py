@@ -17,12 +17,12 @@ from fastvlm.engine.events import InputError, Request
 from fastvlm.engine.prompt import question_or_default
 
 from .backend import Backend
+from .inputs import bounded_frames
 from .settings import AppSettings
 from .widgets import (
     SNAPSHOT_PRESETS,
     Partial,
     Turnstile,
-    bounded_frames,
     fail,
     follow,
     format_ttft,

@@ -22,11 +22,13 @@ from fastvlm.engine.events import InputError
 
 from ..backend import Backend
 from ..settings import AppSettings
-from ..widgets import INSTANT, bounded_frames, by_component, fail, ms, readout_html, toast_text
+from ..inputs import bounded_frames
+from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
 from .prepare import prepare
 from .models import SpeechModels, VoiceUnavailable
+from .page import CAMERA_ON_JS, LINE_JS, STATUS_CSS, STOP_JS
 from .session import TurnTimes, VoiceSession
 from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest
 
@@ -42,38 +44,7 @@ PHASES = {
 NO_MIC = ("No sound is arriving from the microphone: allow microphone access for this page (the icon in the "
           "address bar), then press Start again.")
 NO_RECORDING = "The recording is empty: allow the microphone, record your question, then press stop."
-# Start/Stop also start/stop the webcam's stream and the microphone, so one click does all (written against
-# Gradio 6's webcam and microphone markup; if that changes, the camera's and microphone's own buttons still work).
-CAMERA_JS = """
-  const cam = document.getElementById('voice-camera');
-  const access = cam && cam.querySelector('[title="grant webcam access"] button');
-  if (access) access.click();
-  for (let i = 0; cam && i < 50; i++) {
-    const rec = cam.querySelector('button[aria-label="capture photo"]');
-    if (rec) { if (/record/i.test(rec.textContent)) rec.click(); break; }
-    await new Promise((r) => setTimeout(r, 100));
-  }"""
-CAMERA_ON_JS = f"""async (...args) => {{{CAMERA_JS}
-  return args;
-}}"""
-# After Start has issued the line's token: open the microphone and the line (link.js); '' or why it failed
-LINE_JS = """async (token) => {
-  try { await window.fastvlmVoice.start(token); return [token, '']; }
-  catch (e) { return [token, String((e && e.message) || e || 'unknown error')]; }
-}"""
-STOP_JS = """(...args) => {
-  if (window.fastvlmVoice) window.fastvlmVoice.stop();
-  const rec = document.querySelector('#voice-camera button[aria-label="capture photo"]');
-  if (rec && /stop/i.test(rec.textContent)) rec.click();
-  return args;
-}"""
-STATUS_CSS = """.voice-status { font-size: 1.35em; font-weight: 600; padding: 0.35em 0.6em; border-radius: 8px;
-  border: 1px solid var(--border-color-primary); background: var(--block-background-fill); }
-.voice-status.ready { font-size: 1.05em; font-weight: 500; }
-.voice-status .dot { margin-right: 0.3em; }
-.listening .dot { color: #16a34a; } .hearing .dot { color: #dc2626; }
-.thinking .dot { color: #d97706; } .speaking .dot { color: #2563eb; }
-.voice-engine { font-size: 0.9em; opacity: 0.8; min-height: 1.3em; }"""
+
 
 
 def status_html(phase: str) -> str:

@@ -27,7 +27,7 @@ from ui.tab_live import LiveSession, remember
 from ui.tab_snapshot import SnapshotSession
 from ui.voice.link import REPLACED, UNKNOWN
 from ui.voice.session import VoiceSession
-from ui.widgets import bounded_frames
+from ui.inputs import bounded_frames
 
 
 def loaded_page(demo: gr.Blocks):
@@ -102,7 +102,7 @@ def test_a_camera_endpoint_refuses_a_huge_image_before_it_is_decoded(tmp_path, c
 def test_the_apps_webcams_decode_at_most_max_frame_decodes_frames_at_once(tmp_path, monkeypatch):
     """Each webcam's endpoint takes any file from an API caller and Gradio runs up to 40 decodes at once: 40 frames
     near the 64-megapixel limit (0.4-1.6 GB each while decoded) at once could take the machine's memory."""
-    import ui.widgets
+    import ui.inputs
 
     demo = create_app(make_engine(), speech=make_models(tmp_path))  # the default: 2 at once, for all three
     cameras = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) in
@@ -119,7 +119,7 @@ def test_the_apps_webcams_decode_at_most_max_frame_decodes_frames_at_once(tmp_pa
             running[0] -= 1
         return Image.new("RGB", (4, 4))
 
-    monkeypatch.setattr(ui.widgets, "load_image", slow_decode)
+    monkeypatch.setattr(ui.inputs, "load_image", slow_decode)
     threads = [threading.Thread(target=camera.preprocess, args=(ImageData(path=str(tmp_path / "frame.png")),))
                for camera in cameras for _ in range(4)]
     for t in threads:

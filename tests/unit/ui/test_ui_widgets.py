@@ -11,10 +11,9 @@ from gradio.data_classes import ImageData
 from fastvlm import Busy, Done, EngineConfig, FirstToken, Notice, Request, Stats, TextDelta
 from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
+from ui.inputs import GONE, UNREADABLE, readable_uploads
 from ui.settings import AppSettings
 from ui.widgets import (
-    GONE,
-    UNREADABLE,
     Turnstile,
     by_component,
     follow,
@@ -22,7 +21,6 @@ from ui.widgets import (
     format_ttft,
     header_markdown,
     ms,
-    readable_uploads,
     readout_html,
 )
 

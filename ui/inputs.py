@@ -1,11 +1,13 @@
 """What the page takes in, checked before Gradio or the engine decode it: an upload that cannot be read becomes
-a message saying what to send, and the webcams' frames are decoded as the engine decodes any image, a bounded
-number at once (their endpoints take any file from an API caller)."""
+a message saying what to send, the webcams' frames are decoded as the engine decodes any image, a bounded number
+at once, and push to talk decodes only a WAV of bounded length (their endpoints take any file from an API
+caller)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -13,6 +15,7 @@ import numpy as np
 
 from fastvlm.engine.events import InputError
 from fastvlm.engine.preprocess import DEFAULT_MAX_PIXELS, data_url_bytes, load_image
+from fastvlm.speech.audio import wav_seconds
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +80,34 @@ def _frame_source(payload) -> str | bytes:
     if not path:
         raise InputError("no frame came with the request")
     return path
+
+
+@dataclass(frozen=True)
+class Refused:
+    """What push to talk's component gives its handler instead of samples for a file it would not decode."""
+
+    reason: str
+
+
+def bounded_recordings(audio: gr.Audio, max_s: float) -> gr.Audio:
+    """Make push to talk's `audio` (wanted as samples) read a file's length from its WAV header before Gradio
+    decodes it, and hand its handler `Refused` for one that is not a WAV (the page records WAV) or is longer than
+    `max_s`: its endpoint takes any file from an API caller, and Gradio would decode all of a 50 MB one (hours of
+    sound; with ffmpeg installed, any compressed format too)."""
+    decode = audio.preprocess
+
+    def preprocess(payload):
+        path = getattr(payload, "path", None)
+        if payload is None or not path:
+            return decode(payload)
+        try:
+            seconds = wav_seconds(path)
+        except (InputError, OSError) as e:
+            return Refused(f"push to talk takes the page's own recordings (WAV), and this file is {e}")
+        if seconds > max_s:
+            return Refused(f"this recording is {seconds:.0f} s long; push to talk takes up to {max_s:.0f} s "
+                           "(press stop sooner)")
+        return decode(payload)
+
+    audio.preprocess = preprocess
+    return audio

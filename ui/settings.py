@@ -43,6 +43,8 @@ class AppSettings:
     voice_first_phrase_words: int = 3
     voice_sentence_gap_s: float = 0.15  # pause between spoken sentences (covers the browser's start-up per file)
     voice_keep_audio: int = 4  # spoken-sentence files kept per person; older ones are deleted
+    # push to talk: a longer recording is refused before it is decoded, saying so (Whisper hears up to 30 s of it)
+    voice_max_recording_s: float = 60.0
     voice_mic_check_s: float = 4.0  # after Start, warn when no microphone audio has arrived within this
     # The browser's own processing of the microphone (getUserMedia constraints, set explicitly: ui/voice/capture.py).
     # Echo cancellation on (barge-in needs it); noise suppression and gain control off: through the voice line they
@@ -84,5 +86,7 @@ class AppSettings:
             raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
         if self.voice_first_phrase_words < 0:
             raise ValueError("voice_first_phrase_words must be 0 (whole sentences) or more")
+        if self.voice_max_recording_s <= 0:
+            raise ValueError("voice_max_recording_s must be positive")
         if self.voice_keep_audio < 1 or self.voice_max_new_tokens < 1:
             raise ValueError("voice_keep_audio and voice_max_new_tokens must be at least 1")

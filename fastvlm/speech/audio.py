@@ -6,6 +6,7 @@ eSpeak NG speaks int16 at 22.05 kHz. Broken audio raises `fastvlm.engine.events.
 
 from __future__ import annotations
 
+import os
 import wave
 from pathlib import Path
 
@@ -174,3 +175,29 @@ def read_wav(path: str | Path) -> tuple[int, np.ndarray]:
         channels, rate = w.getnchannels(), w.getframerate()
         pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.int16)
     return rate, pcm.reshape(-1, channels) if channels > 1 else pcm
+
+
+def wav_seconds(path: str | Path) -> float:
+    """How long a WAV file's sound is, read from its header alone (any sample format: PCM, float, extensible), so a
+    long file can be refused before it is decoded. InputError for a file that is not a WAV."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            raise InputError("not a WAV file (RIFF/WAVE)")
+        byte_rate = None
+        while chunk := f.read(8):
+            if len(chunk) < 8:
+                break
+            name, size = chunk[:4], int.from_bytes(chunk[4:], "little")
+            if name == b"fmt ":
+                fmt = f.read(size + size % 2)
+                byte_rate = int.from_bytes(fmt[8:12], "little") if len(fmt) >= 12 else 0
+            elif name == b"data":
+                if not byte_rate:
+                    raise InputError("a WAV file without a readable format before its sound")
+                if size in (0, 0xFFFFFFFF):  # written while streaming, its length never filled in: to the end
+                    size = os.fstat(f.fileno()).st_size - f.tell()
+                return size / byte_rate
+            else:
+                f.seek(size + size % 2, os.SEEK_CUR)
+    raise InputError("a WAV file without sound (no data chunk)")

@@ -22,7 +22,7 @@ from fastvlm.engine.events import InputError
 
 from ..backend import Backend
 from ..settings import AppSettings
-from ..inputs import bounded_frames
+from ..inputs import Refused, bounded_frames, bounded_recordings
 from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
@@ -94,6 +94,8 @@ def push_to_talk_stopped(session: VoiceSession, audio) -> tuple:
         session.phase = _idle(session)
         return gr.skip(), status_html(session.phase)
     try:
+        if isinstance(audio, Refused):  # not decoded (ui/inputs.py)
+            raise InputError(audio.reason[:1].upper() + audio.reason[1:] + ".")
         record(session, audio[0], audio[1])
     except InputError as e:
         gr.Warning(toast_text(e), title="This recording cannot be used")
@@ -214,7 +216,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
         state.close()
 
     session = gr.State(VoiceSession(), delete_callback=forget)
-    ui = _layout(speech.about, decodes)
+    ui = _layout(speech.about, decodes, settings.voice_max_recording_s)
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
     rest = {k: outputs[k] for k in ("voice", "speaker", "status", "readout")}  # what speaking the rest updates
 
@@ -261,7 +263,7 @@ def _push_to_talk(ui: dict, session, engine: Backend, settings: AppSettings, on_
     return questions.change(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
 
 
-def _layout(about: str, decodes: threading.Semaphore) -> dict:
+def _layout(about: str, decodes: threading.Semaphore, max_recording_s: float) -> dict:
     """Camera, Start/Stop, the two microphones on the left; what was heard, said and how fast on the right."""
     ui = {}
     with gr.Row(equal_height=False):
@@ -277,8 +279,8 @@ def _layout(about: str, decodes: threading.Semaphore) -> dict:
             ui["heard_end"] = gr.Button("heard: end", visible="hidden", elem_id="voice-heard-end")
             ui["token"] = gr.Textbox(visible="hidden", elem_id="voice-token")  # the line's key, from Start
             ui["failure"] = gr.Textbox(visible="hidden", elem_id="voice-line-failure")  # why it did not open
-            ui["ptt"] = gr.Audio(sources=["microphone"], type="numpy", label="Push to talk: record, then stop",
-                                 elem_id="voice-ptt")
+            ui["ptt"] = bounded_recordings(gr.Audio(sources=["microphone"], type="numpy", elem_id="voice-ptt",
+                                                    label="Push to talk: record, then stop"), max_recording_s)
         with gr.Column(scale=3, min_width=320):
             ui["status"] = gr.HTML(status_html("ready"), css_template=STATUS_CSS, elem_id="voice-status")
             ui["transcript"] = gr.Textbox(label="You asked", interactive=False, elem_id="voice-transcript")

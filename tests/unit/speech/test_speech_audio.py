@@ -125,3 +125,40 @@ def test_wav_round_trip(tmp_path):
 def test_config_refuses_unusable_values(field, value):
     with pytest.raises(ValueError):
         SpeechConfig(**{field: value})
+
+
+def _wav(path, fmt: bytes, data: bytes, data_size: int | None = None, extra: bytes = b"") -> str:
+    """A RIFF/WAVE file by hand: `fmt` chunk, an `extra` chunk (e.g. LIST) before the sound, then `data`."""
+    import struct
+
+    size = len(data) if data_size is None else data_size
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + extra + b"data" + struct.pack("<I", size) + data
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    return str(path)
+
+
+def test_a_wavs_length_is_read_from_its_header_in_any_sample_format(tmp_path):
+    import struct
+
+    from fastvlm.speech.audio import wav_seconds
+
+    write_wav(tmp_path / "pcm.wav", 16_000, np.zeros(24_000, np.int16))
+    assert wav_seconds(tmp_path / "pcm.wav") == 1.5
+    float_fmt = struct.pack("<HHIIHH", 3, 2, 48_000, 48_000 * 8, 8, 32)  # IEEE float, stereo: 8 bytes a frame
+    note = b"LIST" + struct.pack("<I", 5) + b"INFOx" + b"\0"  # an odd-sized chunk, padded, before the sound
+    assert wav_seconds(_wav(tmp_path / "f.wav", float_fmt, bytes(48_000 * 8 * 2), extra=note)) == 2.0
+    streamed = _wav(tmp_path / "s.wav", float_fmt, bytes(48_000 * 8), data_size=0xFFFFFFFF)  # length never filled in
+    assert wav_seconds(streamed) == 1.0
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (b"ID3\x03\x00 an mp3", "not a WAV"),
+    (b"RIFF\x04\x00\x00\x00WAVE", "no data chunk"),
+    (b"RIFF\x0c\x00\x00\x00WAVEdata\x00\x00\x00\x00", "without a readable format"),
+])
+def test_a_file_that_is_not_a_whole_wav_is_refused_saying_why(tmp_path, content, says):
+    from fastvlm.speech.audio import wav_seconds
+
+    (tmp_path / "x").write_bytes(content)
+    with pytest.raises(InputError, match=says):
+        wav_seconds(tmp_path / "x")

@@ -11,7 +11,7 @@ import pytest
 import app
 from fastvlm.speech import Speech
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
-from ui import create_app
+from ui import AppSettings, create_app
 from ui.voice.link import VoiceLink
 from ui.voice.links import VoiceLinks
 from ui.voice.models import SpeechModels, VoiceUnavailable
@@ -153,6 +153,35 @@ def test_push_to_talk_empty_or_broken_recordings_warn_and_a_good_one_is_asked(tm
     assert session.utterance is None
     questions, status = push_to_talk_stopped(session, (48_000, (voice(1) * 9000).astype(np.int16)))
     assert questions == 1 and "Thinking" in status and session.utterance.frame is FRAME
+
+
+def test_push_to_talk_refuses_a_long_or_foreign_file_before_it_is_decoded_and_says_why(tmp_path, monkeypatch):
+    """Its endpoint takes any file from an API caller: Gradio decoded all of it (a 50 MB WAV is an hour of sound;
+    with ffmpeg, any compressed format too) before the handler saw it."""
+    from gradio.data_classes import FileData
+
+    from fastvlm.speech.audio import write_wav
+    from ui.inputs import Refused
+
+    demo = create_app(make_engine(), AppSettings(voice_max_recording_s=2.0), speech=make_models(tmp_path))
+    ptt = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "voice-ptt")
+    for seconds in (1, 3):
+        write_wav(tmp_path / f"{seconds}s.wav", 16_000, (voice(seconds) * 9000).astype(np.int16))
+    (tmp_path / "song.mp3").write_bytes(b"ID3\x03\x00" + bytes(1000))
+    rate, samples = ptt.preprocess(FileData(path=str(tmp_path / "1s.wav")))
+    assert rate == 16_000 and len(samples) == 16_000
+    decoded = []
+    monkeypatch.setattr("gradio.processing_utils.audio_from_file", lambda *a, **k: decoded.append(a))
+    long, foreign = (ptt.preprocess(FileData(path=str(tmp_path / name))) for name in ("3s.wav", "song.mp3"))
+    assert decoded == []  # neither was decoded (was: both)
+    assert isinstance(long, Refused) and "3 s long" in long.reason and "up to 2 s" in long.reason
+    assert isinstance(foreign, Refused) and "not a WAV" in foreign.reason
+    session = VoiceSession(frame=FRAME)
+    push_to_talk_started(session)
+    with pytest.warns(UserWarning, match="This recording is 3 s long"):
+        questions, status = push_to_talk_stopped(session, long)
+    assert questions == gr.skip(), questions
+    assert session.utterance is None and "Press Start" in status
 
 
 def test_stop_ends_the_answer_and_silences_the_speaker(tmp_path):

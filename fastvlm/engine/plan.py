@@ -13,6 +13,10 @@ from .prompt import Segment, Turn
 Tokenize = Callable[..., list[int]]  # (text, *, special) -> ids
 MAX_TURNS = 500  # earlier turns are never looked at (a context of 32k positions holds fewer); the API refuses more
 WORDS_AHEAD_TOKENS = 64  # the most of a question still being spoken that `prepare()` prefills
+# a text of more characters than this many per position the context leaves loses its middle before it is
+# tokenized (only a text of longer tokens than any real one would have fitted): tokenizing costs ~0.8 s a MB on
+# 2 cores, in the engine's turn, and a pasted book would lose its middle to the context anyway
+MAX_CHARS_PER_POSITION = 32
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
     notices: list[str] = []
     said = list(answer_so_far)
     budget -= len(said)
+    asked, question = question, clip(question, budget)
     kept = _newest_that_fit(question, history[-MAX_TURNS:], n_image, tokenize, budget)
     while True:
         lists = tokenize_segments(prompt.build(question, kept), tokenize)
@@ -92,6 +97,8 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
         notices.append(f"The question was too long for the context: its middle was left out ({keep} of its "
                        f"{keep + total - budget} tokens kept, from its start and its end).")
         total = budget
+    elif question is not asked:
+        notices.append("The question was too long for the context: its middle was left out.")
     return Plan(to_parts([*lists, said], image), total + len(said), tuple(notices))
 
 
@@ -105,8 +112,8 @@ def _newest_that_fit(question: str, history: tuple[Turn, ...], n_image: int, tok
     markers = sum(len(tokenize(t, special=True)) for t in prompt.turn_markers())
     n = 0
     for turn in reversed(history):
-        total += markers + len(tokenize(prompt.question_or_default(turn.question), special=False))
-        total += len(tokenize(turn.answer, special=False))
+        total += markers + len(tokenize(clip(prompt.question_or_default(turn.question), budget), special=False))
+        total += len(tokenize(clip(turn.answer, budget), special=False))
         if total > budget:
             break
         n += 1
@@ -120,6 +127,15 @@ def _shorten(ids: list[int], keep: int, gap: list[int]) -> list[int]:
         return ids[len(ids) - keep:]
     head = (keep - len(gap)) // 2
     return ids[:head] + gap + ids[len(ids) - (keep - len(gap) - head):]
+
+
+def clip(text: str, budget: int) -> str:
+    """`text`, or, past `MAX_CHARS_PER_POSITION` characters per position of `budget`, its start and its end with
+    `GAP` between (as the token cut keeps them): too long for the context either way, it is not tokenized whole."""
+    most = max(budget, 1) * MAX_CHARS_PER_POSITION
+    if len(text) <= most:
+        return text
+    return text[:most // 2] + GAP + text[len(text) - most // 2:]
 
 
 def _question_index(lists: list[list[int] | None]) -> int:

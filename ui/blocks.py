@@ -45,7 +45,8 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None,
                   api_visibility="private")
         _refresh_while_loading(engine, settings, header, resolution, loading=info.get("state") == "loading")
         _free_closed_sessions(demo)
-    demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s)  # app.launch starts it
+    demo.cache_sweeper = CacheSweeper(demo, settings.cache_sweep_s, settings.cache_max_age_s,  # app.launch starts it
+                                      settings.cache_max_bytes or None)
     demo.page_head = capture_head(settings)  # how the microphones are opened; app.launch puts it in the page
     demo.voice_links = links
     demo.extra_routes = [links.route()] if speech is not None else []  # app.launch serves them

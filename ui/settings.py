@@ -30,6 +30,9 @@ class AppSettings:
     # a conversation is kept: each question refreshes it). Files held at once: about creation rate x (age + sweep).
     cache_sweep_s: int = 60
     cache_max_age_s: int = 1800
+    # past this total, the oldest of those files go too at each sweep, so uploads sent faster than they age out
+    # cannot fill the disk (the most it holds: this + what arrives in one sweep_s); 0: by age only
+    cache_max_bytes: int = 2 * 1024**3
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
     # the spoken answer's text on the page at most this often: each update costs CPU its decoding needs (0.05 s
@@ -82,8 +85,8 @@ class AppSettings:
             raise ValueError("max_waiting_per_client must be 0 (no limit) or more")
         if self.max_frame_decodes < 1:
             raise ValueError("max_frame_decodes must be at least 1")
-        if self.cache_sweep_s < 1 or self.cache_max_age_s < 1:
-            raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second")
+        if self.cache_sweep_s < 1 or self.cache_max_age_s < 1 or self.cache_max_bytes < 0:
+            raise ValueError("cache_sweep_s and cache_max_age_s must be at least 1 second, cache_max_bytes >= 0")
         if self.voice_first_phrase_words < 0:
             raise ValueError("voice_first_phrase_words must be 0 (whole sentences) or more")
         if self.voice_max_recording_s <= 0:

@@ -55,3 +55,20 @@ def test_uploads_arriving_during_sweeps_never_break_it(tmp_path):
     assert removed > 0
     sweeper.sweep()
     assert not list(tmp_path.iterdir()) and not files
+
+
+def test_past_max_bytes_the_oldest_files_go_first_and_pinned_ones_stay(tmp_path, monkeypatch):
+    """Uploads sent faster than they age out (30 min) filled the disk: the total is brought back under max_bytes."""
+    paths = [tmp_path / f"{i}.png" for i in range(5)]
+    for p in paths:
+        p.write_bytes(b"x" * 100)
+    files = {str(p) for p in paths}
+    ctimes = {str(p): 1000 + i for i, p in enumerate(paths)}  # 0 oldest ... 4 newest (a change time cannot be
+    real_lstat = os.lstat  # set, so the sweeper is shown these)
+    monkeypatch.setattr(os, "lstat", lambda path: SimpleNamespace(st_ctime=ctimes[path],
+                                                                  st_size=real_lstat(path).st_size))
+    sweeper = CacheSweeper(_blocks(files, [str(paths[0])]), 1, 60, max_bytes=250, clock=lambda: 1010)
+    assert sweeper.sweep() == 2  # 400 bytes not pinned: the two oldest of them go (was: none, all under 60 s old)
+    assert [p.exists() for p in paths] == [True, False, False, True, True], "pinned, 2 oldest gone, newest kept"
+    assert files == {str(paths[0]), str(paths[3]), str(paths[4])}
+    assert CacheSweeper(_blocks(files), 1, 60, clock=lambda: 1010).sweep() == 0  # no max_bytes: by age only

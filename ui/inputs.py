@@ -102,8 +102,10 @@ def bounded_recordings(audio: gr.Audio, max_s: float) -> gr.Audio:
             return decode(payload)
         try:
             seconds = wav_seconds(path)
-        except (InputError, OSError) as e:
+        except InputError as e:
             return Refused(f"push to talk takes the page's own recordings (WAV), and this file is {e}")
+        except OSError as e:
+            return Refused(f"the recording could not be read ({e.strerror or e}): record it again")
         if seconds > max_s:
             return Refused(f"this recording is {seconds:.0f} s long; push to talk takes up to {max_s:.0f} s "
                            "(press stop sooner)")

@@ -185,7 +185,8 @@ def wav_seconds(path: str | Path) -> float:
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
             raise InputError("not a WAV file (RIFF/WAVE)")
         byte_rate = None
-        while chunk := f.read(8):
+        for _ in range(64):  # the sound comes after a few chunks; a file of countless empty ones is not read through
+            chunk = f.read(8)
             if len(chunk) < 8:
                 break
             name, size = chunk[:4], int.from_bytes(chunk[4:], "little")

@@ -131,8 +131,14 @@ def person(page, round_: int, name: str) -> None:
     if round_ % 5 == 4:
         upload(page, {"name": f"strip-{round_}.png", "mimeType": "image/png", "buffer": STRIP})
         ask(page, "and this strip?")  # refused on upload when the engine is idle, on asking in any case
-        wait_until(lambda: "crop it or split it" in " ".join(page.locator(".toast-body").all_inner_texts()),
-                   20, what=f"{name}'s strip warning")
+        # the refusal on asking comes from the engine, so it waits in line as an answer does (the other person's
+        # answer, the API client's): as long as an answer may (20 s was missed once in CI, at cdd69f6)
+        try:
+            wait_until(lambda: "crop it or split it" in " ".join(page.locator(".toast-body").all_inner_texts()),
+                       60, what=f"{name}'s strip warning")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; {page.evaluate('window.__joins')} queue joins (Gradio events) from the "
+                                 f"page this round, toasts {page.locator('.toast-body').all_inner_texts()}") from None
         dismiss_toasts(page)
     path = Path(page.context._load_dir) / f"{name}-{round_}.png"
     photo(round_ * 2 + (name == "bob")).save(path)

@@ -84,7 +84,8 @@ def _frame_source(payload) -> str | bytes:
 
 @dataclass(frozen=True)
 class Refused:
-    """What push to talk's component gives its handler instead of samples for a file it would not decode."""
+    """What push to talk's component gives its handler instead of samples for a file it would not decode: `reason`,
+    the sentence the person is shown."""
 
     reason: str
 
@@ -98,17 +99,17 @@ def bounded_recordings(audio: gr.Audio, max_s: float) -> gr.Audio:
 
     def preprocess(payload):
         path = getattr(payload, "path", None)
-        if payload is None or not path:
+        if not path:
             return decode(payload)
         try:
             seconds = wav_seconds(path)
         except InputError as e:
-            return Refused(f"push to talk takes the page's own recordings (WAV), and this file is {e}")
+            return Refused(f"Push to talk takes the page's own recordings (WAV), and this file is {e}.")
         except OSError as e:
-            return Refused(f"the recording could not be read ({e.strerror or e}): record it again")
+            return Refused(f"The recording could not be read ({e.strerror or e}): record it again.")
         if seconds > max_s:
-            return Refused(f"this recording is {seconds:.0f} s long; push to talk takes up to {max_s:.0f} s "
-                           "(press stop sooner)")
+            return Refused(f"This recording is {seconds:.0f} s long; push to talk takes up to {max_s:.0f} s "
+                           "(press stop sooner).")
         return decode(payload)
 
     audio.preprocess = preprocess

@@ -36,12 +36,14 @@ class QueueShare:
                    if counted_client(event.request, self.api) == client)
 
     def install(self, demo) -> None:
-        """From now on `demo`'s queue refuses a client's event past its share."""
+        """From now on `demo`'s queue refuses a client's event past its share (with no limit, nothing changes)."""
+        if not self.most:
+            return
         queue = demo._queue
         push = queue.push
 
         async def push_within_share(body, request, username):
-            client = counted_client(request, self.api) if self.most else None
+            client = counted_client(request, self.api)
             if client is not None and (n := self.waiting(queue, client)) >= self.most:
                 log.warning("refused client=%s queue/join status=503 reason=queue_share (%d waiting)", client, n)
                 return False, REFUSED.format(n=n), "queue_full"

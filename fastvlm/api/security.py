@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import logging
@@ -43,7 +44,14 @@ def _in_networks(host: str | None, networks: tuple[str, ...]) -> bool:
     except ValueError:
         return False
     ip = getattr(ip, "ipv4_mapped", None) or ip
-    return any(ip in ipaddress.ip_network(n, strict=False) for n in networks)
+    return any(ip in network for network in _networks(networks))
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(networks: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """The trusted proxies as networks, parsed once (they are asked about for every request, line and queued
+    event)."""
+    return tuple(ipaddress.ip_network(n, strict=False) for n in networks)
 
 
 def _forwarded_chain(request: HTTPConnection, header: str) -> list[str]:

@@ -95,7 +95,7 @@ def push_to_talk_stopped(session: VoiceSession, audio) -> tuple:
         return gr.skip(), status_html(session.phase)
     try:
         if isinstance(audio, Refused):  # not decoded (ui/inputs.py)
-            raise InputError(audio.reason[:1].upper() + audio.reason[1:] + ".")
+            raise InputError(audio.reason)
         record(session, audio[0], audio[1])
     except InputError as e:
         gr.Warning(toast_text(e), title="This recording cannot be used")

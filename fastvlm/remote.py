@@ -25,6 +25,7 @@ from PIL import Image as PILImage
 from .engine import preprocess
 from .engine.config import TRAINED_RESOLUTION
 from .engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta, collect
+from .engine.prompt import Turn
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +206,11 @@ class RemoteEngine:
         return {k: v for k, v in body.items() if v is not None}
 
     # -- the rest of the engine's interface -----------------------------------
-    def prepare(self, image, resolution: int | None = None, words: str = "") -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = ()) -> bool:
         """Ask the server to encode `image` while idle (`POST /v1/prepare`, this app's extension);
         False when it is busy, lacks the extension, or fails (preparing only saves time). The extension takes
-        no question, so a prepare with `words` is not sent (it would only send the image again)."""
+        no question, so a prepare with `words` is not sent (it would only send the image again), and `history`
+        is not prefilled there (the image is still encoded ahead)."""
         if not self._prepare_supported or words:
             return False
         body = {"image_url": {"url": image_data_url(image, self.image_format)}, "resolution": resolution}

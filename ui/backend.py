@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from fastvlm.engine.events import Event, Request
+from fastvlm.engine.prompt import Turn
 
 
 class Backend(Protocol):
@@ -18,9 +19,10 @@ class Backend(Protocol):
         engine is serving someone else; closing the iterator stops decoding and frees the engine."""
         ...
 
-    def prepare(self, image: Any, resolution: int | None = None, words: str = "") -> bool:
-        """Encode `image` (and prefill its prompt prefix, and `words`, a question's first words) while idle;
-        False when busy."""
+    def prepare(self, image: Any, resolution: int | None = None, words: str = "",
+                history: tuple[Turn, ...] = ()) -> bool:
+        """Encode `image` (and prefill its prompt prefix, the conversation's earlier turns `history`, and `words`, a
+        question's first words) while idle; False when busy."""
         ...
 
     def describe(self) -> dict:

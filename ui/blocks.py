@@ -26,7 +26,7 @@ def build_app(engine: Backend, settings: AppSettings | None = None, speech=None,
     settings = settings or AppSettings()
     # the voice tab's audio lines, served beside the page; each prepares its question's frame as it is spoken
     links = VoiceLinks(settings, prepare=lambda session, start_s, words="": prepare_frame(
-        engine, session, settings.camera_resolution, start_s, words), api=api)
+        engine, session, settings.camera_resolution, start_s, words, settings.voice_history_turns), api=api)
     decodes = threading.BoundedSemaphore(settings.max_frame_decodes)  # the webcams' frames decoded at once
     with gr.Blocks(title=settings.title, analytics_enabled=False) as demo:
         info = engine.describe()

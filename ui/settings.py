@@ -35,6 +35,10 @@ class AppSettings:
     cache_max_bytes: int = 2 * 1024**3
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
+    # a question follows on from the last this many turns (question + answer as decoded) since Start: "What is
+    # written on it?" after "What am I holding?". They are prefilled with the question's frame while it is spoken
+    # (each turn's positions: its words, up to voice_max_new_tokens of answer); 0: every question stands alone
+    voice_history_turns: int = 3
     # the spoken answer's text on the page at most this often: each update costs CPU its decoding needs (0.05 s
     # updates made the first sound ~0.13 s later through the page on 2 cores, docs/voice.md); speech never waits
     voice_update_s: float = 0.3
@@ -91,5 +95,7 @@ class AppSettings:
             raise ValueError("voice_first_phrase_words must be 0 (whole sentences) or more")
         if self.voice_max_recording_s <= 0:
             raise ValueError("voice_max_recording_s must be positive")
+        if self.voice_history_turns < 0:
+            raise ValueError("voice_history_turns must be 0 (every question stands alone) or more")
         if self.voice_keep_audio < 1 or self.voice_max_new_tokens < 1:
             raise ValueError("voice_keep_audio and voice_max_new_tokens must be at least 1")

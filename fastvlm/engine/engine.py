@@ -28,6 +28,7 @@ from .describe import loaded
 from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, collect
 from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
+from .prompt import Turn
 from .vision import EncodeCancelled, VisionEncoder
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Engine:
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
         self._preparing_size = 0  # and its size (a request for the same image at another size preempts)
         self._preparing_words = ""  # and the words of its question it prefills
+        self._preparing_history: tuple[Turn, ...] = ()  # and the conversation's turns before that question
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
         self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
@@ -180,7 +182,7 @@ class Engine:
     def answer(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Result:
         return collect(self.stream(request, wait, cancel))
 
-    def prepare(self, image, resolution: int | None = None, words: str = "") -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = ()) -> bool:
         """Encode `image` and prefill system prompt + image while idle. False if an answer runs or waits, or a
         newer prepare took its place: the newest image is the one about to be asked about, so a prepare for
         another image stops the running one within a chunk (or after its encode) and runs next.
@@ -189,12 +191,17 @@ class Engine:
         image, so its answer only prefills the rest. Such a prepare takes over from one for the same image with
         other words (or none), never from one for another image; one with no words, or the same words, leaves
         the running one be, and never drops words already prefilled for that image. Nothing starts, nor takes
-        over, while a request waits (one about the image being prepared lets that prepare finish)."""
+        over, while a request waits (one about the image being prepared lets that prepare finish).
+
+        `history`: the conversation's earlier turns (the voice tab's), prefilled after the image and before the
+        words, as the question's `Request.history` will put them; a prepare with other turns is for another
+        question."""
         size = self.check_resolution(resolution)
         with self._guard:
             if self._queued:
                 return False
-            same = preprocess.same_source(image, self._preparing) and size == self._preparing_size
+            same = (preprocess.same_source(image, self._preparing) and size == self._preparing_size
+                    and history == self._preparing_history)
             if same and words in ("", self._preparing_words):
                 return False  # already under way
             if words and self._preparing is not None and not same:
@@ -209,16 +216,20 @@ class Engine:
 
         with self._guard:
             self._preparing, self._preparing_size, self._preparing_words = image, size, words
+            self._preparing_history = history
         try:
             img, _, _ = self._embed(image, size)
             if stale():
                 return False
-            self.lm.prefill(planner.prefix_parts(img, self.lm.tokenize, words), should_stop=stale, logits=False)
+            budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
+            parts = planner.prefix_parts(img, self._tokenize, words, history, budget)  # as a request would
+            self.lm.prefill(parts, should_stop=stale, logits=False)
             return True
         except Cancelled:
             return False
         finally:
             self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
+            self._preparing_history = ()
             self._lock.release()
 
     def _embed(self, image, resolution: int | None,

@@ -45,15 +45,22 @@ def to_parts(token_lists: list[list[int] | None], image: Image) -> tuple[Part, .
     return tuple(p for p in parts if not (isinstance(p, Tokens) and not p.ids))
 
 
-def prefix_parts(image: Image, tokenize: Tokenize, words: str = "") -> tuple[Part, ...]:
-    """System prompt + image: what `prepare()` puts in the KV cache before the question is known. With `words`
-    (the question's first words, heard while it is still spoken) the prompt goes on up to the end of those words,
-    tokenized as `plan` tokenizes the question (so the answer reuses them), at most `WORDS_AHEAD_TOKENS` of them."""
+def prefix_parts(image: Image, tokenize: Tokenize, words: str = "", history: tuple[Turn, ...] = (),
+                 budget: int | None = None) -> tuple[Part, ...]:
+    """System prompt + image: what `prepare()` puts in the KV cache before the question is known. With `history`
+    (the conversation's earlier turns) the prompt goes on through them up to the next question's opener, with
+    `words` (the question's first words, heard while it is still spoken) up to the end of those words, each
+    tokenized as `plan` tokenizes them (so the answer reuses them); at most `WORDS_AHEAD_TOKENS` of the words, and
+    only the newest turns that leave room for a question in `budget` positions (None: all of them)."""
     words = prompt.clean_user_text(words)
-    if not words:
+    if budget is not None:
+        history = _newest_that_fit(words, history[-MAX_TURNS:], len(image.embeddings), tokenize, budget)
+    if not words and not history:
         return to_parts(tokenize_segments(prompt.build("")[:2], tokenize), image)
-    lists = tokenize_segments(prompt.build(words)[:-1], tokenize)  # up to the question; not the assistant's header
-    lists[-1] = lists[-1][:WORDS_AHEAD_TOKENS]
+    segments = prompt.build(words, history)
+    lists = tokenize_segments(segments[:-1] if words else segments[:-2], tokenize)  # not the assistant's header
+    if words:
+        lists[-1] = lists[-1][:WORDS_AHEAD_TOKENS]
     return to_parts(lists, image)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..engine.events import Busy, Event, ModelFileError, Request
+from ..engine.prompt import Turn
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT_S = 2.0  # how long close() waits for a load in progress
@@ -78,8 +79,9 @@ class BackgroundLoad:
     def answer(self, request: Request, wait: float | None = None):
         return self.ready(wait).answer(request, wait)
 
-    def prepare(self, image: Any, resolution: int | None = None, words: str = "") -> bool:
-        return self.state == "ready" and self._engine.prepare(image, resolution, words=words)
+    def prepare(self, image: Any, resolution: int | None = None, words: str = "",
+                history: tuple[Turn, ...] = ()) -> bool:
+        return self.state == "ready" and self._engine.prepare(image, resolution, words=words, history=history)
 
     @property
     def continues_answers(self) -> bool:

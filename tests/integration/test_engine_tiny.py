@@ -180,6 +180,25 @@ def test_a_questions_words_prepared_while_it_is_spoken_are_reused_and_change_not
     assert r.text == uncached.answer(Request(b, question, options=GREEDY)).text
 
 
+def test_a_conversations_turns_prepared_with_the_next_frame_are_reused_and_change_nothing(tiny_engine, uncached):
+    """Voice: the next question's frame is prepared with the conversation's turns before it (and then its first
+    words); its answer prefills only the question and is the answer it would have been anyway. One turn's answer
+    is the engine's own (its token ids are reused as generated, not as its text tokenizes)."""
+    a, b = images(2, seed=23)
+    question = "What is written on it?"
+    assert tiny_engine.prepare(a)
+    alone = tiny_engine.answer(Request(a, question, options=GREEDY))
+    history = (Turn("What am I holding?", "A red cup with a handle."), Turn(question, alone.text))
+    assert tiny_engine.prepare(b, history=history) and tiny_engine.prepare(b, words="What is", history=history)
+    r = tiny_engine.answer(Request(b, question, history, options=GREEDY))
+    turns = sum(len(tiny_engine.lm.tokenize(t, special=False)) for turn in history for t in (turn.question,
+                                                                                            turn.answer))
+    assert r.stats.reused_tokens >= alone.stats.reused_tokens + turns  # the turns' words were not prefilled again
+    assert r.stats.prefilled_tokens < alone.stats.prefilled_tokens
+    assert uncached.answer(Request(a, question, options=GREEDY)).text == alone.text  # it knows that answer's ids too
+    assert r.text == uncached.answer(Request(b, question, history, options=GREEDY)).text
+
+
 def test_a_lone_surrogate_anywhere_in_the_text_is_answered_not_a_crash(tiny_engine):
     """Half an emoji ("\\ud83d", valid JSON) in the question, an earlier answer or the answer so far raised
     UnicodeEncodeError in the tokenizer: a 500 from the API, "the model failed" in the page."""

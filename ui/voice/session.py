@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from fastvlm.engine.prompt import Turn
 from fastvlm.speech import (
     Speech,
     TurnTaker,
@@ -106,6 +107,7 @@ class VoiceSession:
     turn: int = 0  # bumped by every new question, Stop and push-to-talk: an older answer stops at its next token
     speech: SpeechQueue | None = None
     answer: SpokenAnswer | None = None  # the latest answer, as far as it was decoded and spoken
+    history: tuple[Turn, ...] = ()  # the conversation's turns before `answer`'s question, oldest first
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
@@ -134,9 +136,19 @@ class VoiceSession:
         self.heard_s, self.chunks = 0.0, 0
 
     def stop(self) -> None:
+        """Stop listening and speaking; the conversation ends (the next question starts a new one)."""
         self.listening = False
         self.interrupt(drop_held=True)
         self.playing_until = 0.0
+        self.history, self.answer = (), None
+
+    def conversation(self, keep: int) -> tuple[Turn, ...]:
+        """The last `keep` turns the next question follows: the earlier ones, then the latest answer's question
+        and its words as far as they were decoded (an answer cut off by that question too)."""
+        turns, latest = self.history, self.answer
+        if latest is not None and latest.words.strip():
+            turns += (Turn(latest.request.question, latest.words),)
+        return turns[max(len(turns) - keep, 0):] if keep > 0 else ()
 
     def interrupt(self, drop_held: bool = False) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more. What the page

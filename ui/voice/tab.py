@@ -258,7 +258,8 @@ def _push_to_talk(ui: dict, session, engine: Backend, settings: AppSettings, on_
     ptt, status = ui["ptt"], ui["status"]
     ptt.start_recording(push_to_talk_started, session, [starts, status], js=CAMERA_ON_JS, **INSTANT, **_HIDDEN)
     ptt.stop_recording(push_to_talk_stopped, [session, ptt], [questions, status], **INSTANT, **_HIDDEN)
-    starts.change(lambda state: prepare(engine, state, settings.camera_resolution), session, None,
+    turns = settings.voice_history_turns
+    starts.change(lambda state: prepare(engine, state, settings.camera_resolution, turns=turns), session, None,
                   trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **_HIDDEN)
     return questions.change(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
 

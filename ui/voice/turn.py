@@ -135,7 +135,8 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     if session.turn != turn:  # a newer question arrived while this one was transcribed
         return
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
-    request = Request(u.frame, heard.text.strip(), resolution=settings.camera_resolution,
+    request = Request(u.frame, heard.text.strip(), session.conversation(settings.voice_history_turns),
+                      resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     session.times.begun_s = clock() - u.ended_at
@@ -158,6 +159,8 @@ def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
     """Stream `answer` (unless the engine already ended it) and speak it; sentences left unspoken when the stream
     ends stay in `session.speech`."""
     turn, queue, before = session.turn, answer.queue, answer.request.answer_so_far
+    if not before:  # a new question: the answer before it is now one of the conversation's earlier turns
+        session.history = answer.request.history
     session.speech, session.answer = queue, answer
     if session.transcribing == turn:
         session.transcribing = None  # its answer has begun: speech over it stops it now

@@ -58,7 +58,7 @@ class Refuses:
     def __init__(self):
         self.calls = []
 
-    def prepare(self, image, resolution=None, words=""):
+    def prepare(self, image, resolution=None, words="", history=()):
         self.calls.append(words)
         return False
 

@@ -10,6 +10,7 @@ import numpy as np
 from fastvlm import EngineConfig
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.events import Request
+from fastvlm.engine.prompt import Turn
 from fastvlm.speech import SentenceChunker, SpeechUnavailable
 from tests.fakes import SPECIAL, FakeLM, FakeVision
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_models, voice
@@ -105,6 +106,7 @@ def test_an_answer_stopped_by_speech_that_asked_nothing_goes_on_to_its_end(tmp_p
     wait_spoken(session)
     assert spoken(models) == SCRIPT.decode()  # every word said once, in order
     assert not [m for m in sent if isinstance(m, dict) and m["type"] == "hush" and m["turn"] > 1]
+    assert session.conversation(3) == (Turn("What do you count?", SCRIPT.decode()),)  # one turn, the whole answer
 
 
 def test_a_cough_over_the_answer_is_over_at_the_confirming_silence_not_at_the_fallback(tmp_path):

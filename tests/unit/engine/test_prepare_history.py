@@ -1,0 +1,48 @@
+"""`Engine.prepare(image, history=...)`: a conversation's earlier turns prefilled after the image while the next
+question is spoken (the voice tab), laid out as the question's prompt will have them (scripted models)."""
+
+from fastvlm import Request
+from fastvlm.engine import plan as planner
+from fastvlm.engine.kv import Image, identities
+from fastvlm.engine.prompt import Turn
+from tests.unit.engine.test_engine import IMG, make
+from tests.unit.engine.test_words_ahead import char_tokenize
+
+HISTORY = (Turn("What am I holding?", "A red cup."), Turn("Is it full?", "Yes, to the brim."))
+
+
+def test_the_turns_prepared_are_the_start_of_the_next_questions_prompt():
+    image = Image("k", [[0.0]] * 4)
+    question = identities(planner.plan("What is written on it?", HISTORY, image, char_tokenize, 4096).parts)
+    for words in ("", "What is"):
+        ahead = identities(planner.prefix_parts(image, char_tokenize, words, HISTORY, 4096))
+        assert question[: len(ahead)] == ahead
+        text = "".join(chr(t) for t in ahead if isinstance(t, int))
+        assert text.endswith("Yes, to the brim.<|im_end|>\n<|im_start|>user\n" + words)
+
+
+def test_only_the_newest_turns_that_leave_room_for_a_question_are_prepared():
+    image = Image("k", [[0.0]] * 4)
+    alone = len(identities(planner.prefix_parts(image, char_tokenize, "", HISTORY[1:], 4096)))
+    budget = alone + 80  # room for the newest turn and a question, not for the older turn too
+    prepared = identities(planner.prefix_parts(image, char_tokenize, "", HISTORY, budget))
+    assert len(prepared) == alone
+    asked = planner.plan("Why?", HISTORY, image, char_tokenize, budget)  # the question keeps the same turns
+    assert identities(asked.parts)[:alone] == prepared and "1 oldest turn(s) were left out" in asked.notices[0]
+
+
+def test_prepare_with_history_prefills_the_turns_and_the_answer_starts_from_them():
+    engine, lm = make()
+    assert engine.prepare(IMG, history=HISTORY)
+    prepared = lm.prefills[-1]
+    assert "Yes, to the brim." in "".join(chr(t) for t in prepared if isinstance(t, int) and t < 256)
+    engine.answer(Request(IMG, "What is written on it?", HISTORY))
+    assert lm.prefills[-1][: len(prepared)] == prepared
+
+
+def test_a_prepare_of_the_same_frame_with_other_turns_is_a_new_one():
+    engine, lm = make()
+    assert engine.prepare(IMG, history=HISTORY)
+    assert engine.prepare(IMG, history=HISTORY[1:])  # another question's turns: prefilled anew
+    assert engine.vision.calls == 1  # the frame was encoded once
+    assert "A red cup." not in "".join(chr(t) for t in lm.prefills[-1] if isinstance(t, int) and t < 256)

@@ -14,7 +14,7 @@ import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 
 class CancelToken:
@@ -46,6 +46,11 @@ class CancelToken:
         finally:
             with self._lock:
                 self._hooks.remove(on_cancel)
+
+
+def on_cancel(cancel: CancelToken | None, action: Callable[[], None] | None) -> AbstractContextManager:
+    """Run `action` (a model's own stop) if `cancel` fires inside the block; nothing to hook: no-op."""
+    return cancel.hook(action) if cancel is not None and action is not None else nullcontext()
 
 
 class NativeFlag:

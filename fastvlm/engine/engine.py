@@ -14,18 +14,18 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
 
 from . import plan as planner
 from . import preprocess
-from .cancel import CancelToken
+from .cancel import CancelToken, on_cancel
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
 from .decode import AnswerIds, Decode
 from .describe import loaded
-from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, collect
+from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, all_but_done, collect
 from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
 from .prompt import Turn
@@ -171,13 +171,18 @@ class Engine:
         size = self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
         with self._turn(wait, cancel, request.image, size):
-            if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
-                yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
-                return
-            try:
-                yield from self._run(request, t0, cancel)
-            except (Cancelled, EncodeCancelled):
-                yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
+            done = yield from all_but_done(self._events(request, t0, cancel))
+        if done is not None:
+            yield done  # once the engine is free: after Stop, Gradio may never ask past the last event
+
+    def _events(self, request: Request, t0: float, cancel: CancelToken) -> Iterator[Event]:
+        if cancel.cancelled:  # cancelled while waiting for the turn: no work, but still one Done
+            yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
+            return
+        try:
+            yield from self._run(request, t0, cancel)
+        except (Cancelled, EncodeCancelled):
+            yield Done(Stats(total_s=self._clock() - t0, stop_reason="cancelled"))
 
     def answer(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Result:
         return collect(self.stream(request, wait, cancel))
@@ -191,11 +196,8 @@ class Engine:
         image, so its answer only prefills the rest. Such a prepare takes over from one for the same image with
         other words (or none), never from one for another image; one with no words, or the same words, leaves
         the running one be, and never drops words already prefilled for that image. Nothing starts, nor takes
-        over, while a request waits (one about the image being prepared lets that prepare finish).
-
-        `history`: the conversation's earlier turns (the voice tab's), prefilled after the image and before the
-        words, as the question's `Request.history` will put them; a prepare with other turns is for another
-        question."""
+        over, while a request waits (one about the image being prepared lets that prepare finish). `history`: the
+        conversation's turns before the question (the voice tab's), prefilled between the image and the words."""
         size = self.check_resolution(resolution)
         with self._guard:
             if self._queued:
@@ -215,8 +217,8 @@ class Engine:
             return self._preempted() or self._prepares != mine
 
         with self._guard:
-            self._preparing, self._preparing_size, self._preparing_words = image, size, words
-            self._preparing_history = history
+            self._preparing, self._preparing_size, self._preparing_words, self._preparing_history = (image, size,
+                                                                                                     words, history)
         try:
             img, _, _ = self._embed(image, size)
             if stale():
@@ -246,7 +248,7 @@ class Engine:
         pixels = preprocess.to_pixels(pil, size)  # (1, 3, S, S)
         t_pre = self._clock() - t
         t = self._clock()
-        with _on_cancel(cancel, getattr(self.vision, "cancel", None)):
+        with on_cancel(cancel, getattr(self.vision, "cancel", None)):
             if cancel is not None and cancel.cancelled:  # a Stop before the encode began: the runtime's cancel
                 raise EncodeCancelled()  # had nothing in flight to stop, so it is honoured here
             emb = self.vision.encode(pixels)  # (N, D)
@@ -283,7 +285,7 @@ class Engine:
         stats = Stats(preprocess_s=t_pre, encode_s=t_enc or 0.0, prompt_tokens=p.positions,
                       image_tokens=len(img.embeddings), embedding_cached=t_enc is None)
         try:
-            with _on_cancel(cancel, getattr(self.lm, "interrupt", None)):  # a Stop lands inside a llama.cpp call too
+            with on_cancel(cancel, getattr(self.lm, "interrupt", None)):  # a Stop lands inside a llama.cpp call too
                 reused = self.lm.prefill(p.parts, should_stop=lambda: cancel.cancelled)
         except Cancelled:  # the stages done so far stay in the stats: encode_s > 0 says the Stop came in the prefill
             yield Done(replace(stats, prefill_s=self._clock() - t, total_s=self._clock() - t0, stop_reason="cancelled"))
@@ -313,8 +315,3 @@ class Engine:
                 close = getattr(part, "close", None)
                 if close:
                     close()
-
-
-def _on_cancel(cancel: CancelToken | None, action):
-    """Run `action` (a model's own stop) if `cancel` fires inside the block; nothing to hook: no-op."""
-    return cancel.hook(action) if cancel is not None and action is not None else nullcontext()

@@ -8,7 +8,7 @@ first `TextDelta`, more `TextDelta`s, and exactly one `Done` at the end.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from typing import Any, Literal
 
 from .config import GenerationOptions
@@ -126,6 +126,17 @@ def collect(events: Iterable[Event]) -> Result:
     for event in events:
         builder.add(event)
     return builder.result()
+
+
+def all_but_done(events: Iterable[Event]) -> Generator[Event, None, Done | None]:
+    """Every event of a stream but its `Done`, which is returned (so it can be sent after the engine is free)."""
+    done = None
+    for event in events:
+        if isinstance(event, Done):
+            done = event
+        else:
+            yield event
+    return done
 
 
 class Busy(RuntimeError):

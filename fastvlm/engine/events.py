@@ -129,13 +129,19 @@ def collect(events: Iterable[Event]) -> Result:
 
 
 def all_but_done(events: Iterable[Event]) -> Generator[Event, None, Done | None]:
-    """Every event of a stream but its `Done`, which is returned (so it can be sent after the engine is free)."""
+    """Every event of a stream but its `Done`, which is returned (so it can be sent after the engine is free).
+    Closed early, it closes `events` before it returns: their clean-up runs while the engine is still held."""
     done = None
-    for event in events:
-        if isinstance(event, Done):
-            done = event
-        else:
-            yield event
+    try:
+        for event in events:
+            if isinstance(event, Done):
+                done = event
+            else:
+                yield event
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
     return done
 
 

@@ -107,7 +107,6 @@ class VoiceSession:
     turn: int = 0  # bumped by every new question, Stop and push-to-talk: an older answer stops at its next token
     speech: SpeechQueue | None = None
     answer: SpokenAnswer | None = None  # the latest answer, as far as it was decoded and spoken
-    history: tuple[Turn, ...] = ()  # the conversation's turns before `answer`'s question, oldest first
     barge_ins: int = 0  # answers cut off by the person speaking over them: the page stops the audio at once
     playing_until: float = 0.0  # monotonic time the audio sent so far has finished playing
     sound_from: float = float("-inf")  # monotonic time the answer's sound last began after a silence
@@ -140,15 +139,18 @@ class VoiceSession:
         self.listening = False
         self.interrupt(drop_held=True)
         self.playing_until = 0.0
-        self.history, self.answer = (), None
+        self.answer = None
 
     def conversation(self, keep: int) -> tuple[Turn, ...]:
-        """The last `keep` turns the next question follows: the earlier ones, then the latest answer's question
-        and its words as far as they were decoded (an answer cut off by that question too)."""
-        turns, latest = self.history, self.answer
-        if latest is not None and latest.words.strip():
+        """The last `keep` turns the next question follows: the latest answer's own (the turns it followed), then
+        its question and its words as far as they were decoded (an answer cut off by that question too)."""
+        latest = self.answer
+        if latest is None or keep <= 0:
+            return ()
+        turns = latest.request.history
+        if latest.words.strip():
             turns += (Turn(latest.request.question, latest.words),)
-        return turns[max(len(turns) - keep, 0):] if keep > 0 else ()
+        return turns[max(len(turns) - keep, 0):]
 
     def interrupt(self, drop_held: bool = False) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more. What the page

@@ -46,7 +46,6 @@ NO_MIC = ("No sound is arriving from the microphone: allow microphone access for
 NO_RECORDING = "The recording is empty: allow the microphone, record your question, then press stop."
 
 
-
 def status_html(phase: str) -> str:
     dot = "" if phase == "ready" else '<span class="dot">●</span>'
     return f'<div class="voice-status {phase}">{dot}{html.escape(PHASES[phase])}</div>'

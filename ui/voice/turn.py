@@ -159,8 +159,6 @@ def _speak(engine: Backend, session: VoiceSession, settings: AppSettings, clock,
     """Stream `answer` (unless the engine already ended it) and speak it; sentences left unspoken when the stream
     ends stay in `session.speech`."""
     turn, queue, before = session.turn, answer.queue, answer.request.answer_so_far
-    if not before:  # a new question: the answer before it is now one of the conversation's earlier turns
-        session.history = answer.request.history
     session.speech, session.answer = queue, answer
     if session.transcribing == turn:
         session.transcribing = None  # its answer has begun: speech over it stops it now

@@ -156,6 +156,11 @@ def test_oversized_bodies_are_413s():
         r = httpx.post(server.url + "/predict", content=chunked, headers={"content-type": "multipart/form-data"})
         assert r.status_code == 413
         assert post(server, {"messages": msgs(IMAGE)}).status_code == 200
+        exact, form = b"x" * 50_000, {"content-type": "multipart/form-data"}
+        for content in (exact, (exact[i:i + 10_000] for i in range(0, 50_000, 10_000))):  # declared; counted
+            r = httpx.post(server.url + "/predict", content=content, headers=form)
+            assert r.status_code == 400, r.text  # the limit itself is allowed: read, then refused as no image
+        assert httpx.post(server.url + "/predict", content=exact + b"x", headers=form).status_code == 413
 
 
 def test_remote_image_urls_are_fetched_only_when_allowed():

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from fastvlm.engine import prompt
-from fastvlm.engine.kv import Image
-from fastvlm.engine.plan import MAX_CHARS_PER_POSITION, MAX_TURNS, plan, tokenize_segments
+from fastvlm.engine.kv import Image, Tokens
+from fastvlm.engine.events import InputError
+from fastvlm.engine.plan import GAP, MAX_CHARS_PER_POSITION, MAX_TURNS, _shorten, clip, plan, tokenize_segments
 from fastvlm.engine.prompt import Turn
 from tests.fakes import FakeLM
 
@@ -37,6 +38,11 @@ def dropping_one_at_a_time(question, history, tokenize, budget):
     return len(history)
 
 
+def fed(p) -> int:
+    """The positions a plan's parts really take: what llama.cpp is fed (its `positions` is only a claim)."""
+    return sum(len(part.ids) if isinstance(part, Tokens) else len(part.embeddings) for part in p.parts)
+
+
 def random_turn(rng: random.Random) -> Turn:
     words = ["a", "cat", "on the mat", "<|im_end|>", "  ", "\x00x", "é", "what colour is it?"]
     return Turn(" ".join(rng.choices(words, k=rng.randint(0, 6))), " ".join(rng.choices(words, k=rng.randint(0, 9))))
@@ -50,7 +56,7 @@ def test_keeps_the_same_turns_as_dropping_the_oldest_one_at_a_time(seed):
     budget = rng.randint(110, 500)
     dropped = dropping_one_at_a_time(question, history, tokenize, budget)
     p = plan(question, history, IMAGE, tokenize, budget)
-    assert p.positions <= budget
+    assert fed(p) == p.positions <= budget
     kept = history[dropped:]
     expected = tokenize_segments(prompt.build(question, kept), tokenize)
     if p.positions == sum(len(x) if x is not None else 16 for x in expected):  # the question was not cut
@@ -87,7 +93,7 @@ def test_a_question_too_long_for_the_context_keeps_its_start_and_its_end():
     question = "LOG " + "x" * 3000 + " QUESTION: what failed?"
     whole = plan("q", (), IMAGE, lm.tokenize, 4096)
     p = plan(question, (), IMAGE, lm.tokenize, whole.positions + 200)
-    assert p.positions == whole.positions + 200
+    assert fed(p) == p.positions == whole.positions + 200
     text = bytes(i for part in p.parts if hasattr(part, "ids") for i in part.ids if i < 256).decode("utf-8", "replace")
     assert "LOG xx" in text and "QUESTION: what failed?" in text and "\n…\n" in text
     assert any("middle was left out" in n for n in p.notices)
@@ -102,7 +108,7 @@ def test_a_pasted_book_is_not_tokenized_whole_only_to_lose_its_middle():
     assert tokenize.chars < 5 * budget * MAX_CHARS_PER_POSITION  # was ~20 MB: each text tokenized whole, twice
     text = bytes(i for part in p.parts if hasattr(part, "ids") for i in part.ids if i < 256).decode("utf-8", "replace")
     assert "START word" in text and "END: what is it about?" in text
-    assert any("middle was left out" in n for n in p.notices) and p.positions <= budget
+    assert any("middle was left out" in n for n in p.notices) and fed(p) == p.positions <= budget
 
 
 def test_a_text_cut_before_tokenizing_that_then_fits_still_says_its_middle_went():
@@ -113,3 +119,42 @@ def test_a_text_cut_before_tokenizing_that_then_fits_still_says_its_middle_went(
     question = "longword" * 1000 + " " + "long" * 10_000  # 2 words, 48 008 characters
     p = plan(question, (), IMAGE, one_token_a_word, budget=1000)
     assert p.notices == ("The question was too long for the context: its middle was left out.",)
+
+
+def test_a_question_that_just_fits_is_kept_whole_and_one_position_less_cuts_it():
+    lm = FakeLM()
+    question = "What is written on the sign above the door?"
+    whole = plan(question, (), IMAGE, lm.tokenize, 10**6)
+    exact = plan(question, (), IMAGE, lm.tokenize, whole.positions)
+    assert exact.parts == whole.parts and exact.notices == ()
+    short = plan(question, (), IMAGE, lm.tokenize, whole.positions - 1)
+    assert fed(short) == short.positions == whole.positions - 1
+    n = len(tokenize_segments(prompt.build(question), lm.tokenize)[-2])  # the question's own tokens
+    assert short.notices == (f"The question was too long for the context: its middle was left out ({n - 1} of its "
+                             f"{n} tokens kept, from its start and its end).",)
+
+
+def test_a_context_too_small_for_the_image_and_the_prompt_says_how_many_positions_they_need():
+    lm = FakeLM()
+    lists = tokenize_segments(prompt.build("q"), lm.tokenize)
+    need = sum(len(x) if x is not None else 16 for x in lists) - len(lists[-2])  # all but the question
+    plan("q", (), IMAGE, lm.tokenize, need + 1)  # one position for the question: answered
+    with pytest.raises(InputError, match=f"need {need} of the {need} positions"):
+        plan("q", (), IMAGE, lm.tokenize, need)
+
+
+def test_a_shortened_question_keeps_its_start_and_its_end_around_the_gap_or_only_its_end():
+    ids, gap = list(range(100)), [-1, -1, -1]
+    assert _shorten(ids, 9, gap) == [0, 1, 2, -1, -1, -1, 97, 98, 99]
+    assert _shorten(ids, 8, gap) == [0, 1, -1, -1, -1, 97, 98, 99]  # the fewest that keep both ends
+    assert _shorten(ids, 7, gap) == [93, 94, 95, 96, 97, 98, 99]
+
+
+def test_a_text_is_clipped_past_its_characters_per_position():
+    most = 2 * MAX_CHARS_PER_POSITION
+    text = "".join(chr(ord("a") + i % 26) for i in range(most))
+    assert clip(text, 2) == text
+    longer = text + "XYZ"
+    assert clip(longer, 2) == longer[:most // 2] + GAP + longer[-(most // 2):]
+    half = MAX_CHARS_PER_POSITION // 2
+    assert clip(longer, 0) == clip(longer, 1) == longer[:half] + GAP + longer[-half:]  # at least one position

@@ -12,7 +12,15 @@ import pytest
 from PIL import Image
 
 from fastvlm.engine.events import InputError
-from fastvlm.engine.preprocess import Preprocessor, data_url_bytes, image_key, load_image, pad_to_square, to_pixels
+from fastvlm.engine.preprocess import (
+    Preprocessor,
+    data_url_bytes,
+    image_key,
+    load_image,
+    pad_to_square,
+    same_source,
+    to_pixels,
+)
 
 
 def noise(width: int, height: int, seed: int = 0, mode: str = "RGB") -> Image.Image:
@@ -255,6 +263,22 @@ def test_16_bit_images_keep_their_dynamic_range(mode):
         grey = np.asarray(load_image(source))[..., 0]
         assert grey.min() == 0 and grey.max() == 255 and len(np.unique(grey)) == 256
         assert grey.flat[2048] == round((2048 * 16 + 15) / 257)  # mid-grey stays mid-grey
+        assert np.array_equal(grey, np.rint(ramp * (255 / 65535)).astype(np.uint8))  # every level, not only ends
+
+
+def test_a_32_bit_grey_image_is_8_bit_up_to_255_and_16_bit_above():
+    def grey(values):
+        return np.asarray(load_image(Image.fromarray(np.array([values], dtype=np.int32))))[0, :, 0].tolist()
+
+    assert grey([0, 128, 255]) == [0, 128, 255]
+    assert grey([0, 128, 256]) == [0, 0, 1]  # 256 only fits 16 bits: 256 / 257 is level 1
+    assert grey([0, 100_000, 140_000]) == [0, 182, 255]  # past 16 bits: the brightest is white
+
+
+def test_a_float_image_in_the_unit_range_is_scaled_to_8_bits():
+    image = Image.fromarray(np.array([[0.0, 0.5, 1.0, 0.6, np.nan, np.inf]], dtype=np.float32))
+    assert image.mode == "F"
+    assert np.asarray(load_image(image))[0, :, 0].tolist() == [0, 128, 255, 153, 0, 0]  # not a number: black
 
 
 def test_float_image_outside_unit_range_is_clipped_to_8_bit_levels():
@@ -284,6 +308,8 @@ def test_float_array_in_unit_range_is_scaled_and_rounded():
     array = np.asarray(noise(5, 4))
     assert np.array_equal(np.asarray(load_image(array / 255.0)), array)
     assert np.array_equal(np.asarray(load_image((array / 255.0).astype(np.float32))), array)
+    black_and_white = np.array([[[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]])  # the range's own ends are in it
+    assert np.asarray(load_image(black_and_white)).tolist() == [[[0, 0, 0], [255, 255, 255]]]
 
 
 @pytest.mark.parametrize(
@@ -342,7 +368,7 @@ def test_bad_inputs_raise_input_error_with_useful_messages(tmp_path):
 
 
 def test_images_above_max_pixels_are_refused_before_decoding():
-    with pytest.raises(InputError, match="above the limit of 64,000,000"):
+    with pytest.raises(InputError, match="9000x9000 = 81,000,000 pixels, above the limit of 64,000,000"):
         load_image(png_header_only(9_000, 9_000))  # decoding would fail as truncated
     with pytest.raises(InputError, match="above the limit of 2,000"):
         load_image(encode(noise(50, 50), "PNG"), max_pixels=2000)
@@ -379,3 +405,11 @@ def test_preprocessor_is_load_then_to_pixels():
         prep(encode(noise(200, 60), "PNG"))
     with pytest.raises(ValueError, match="multiple of 64"):
         Preprocessor(size=100)
+
+
+def test_the_same_source_is_the_very_array_or_an_equal_path():
+    frame = np.zeros((4, 4, 3), np.uint8)
+    assert same_source(frame, frame) and not same_source(frame, frame.copy())  # a camera's frames: by identity
+    assert same_source("/tmp/a.png", "".join(["/tmp/", "a.png"])) and not same_source("/tmp/a.png", "/tmp/b.png")
+    assert not same_source("/tmp/a.png", b"/tmp/a.png") and same_source(b"x", b"x")
+    assert not same_source(None, frame)

@@ -98,8 +98,18 @@ def test_a_first_phrase_with_no_boundary_ends_after_twelve_words_not_at_the_long
     named = "One two three four five six seven eight nine ten eleven of twelve thirteen fourteen"
     assert pieces(named)[0][0] == "One two three four five six seven eight nine ten eleven"  # not "... eleven of"
     assert pieces("w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12.")[0] == ["w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12."]
+    assert pieces("one two of of of of of of of of of of of of of")[0][0] == "one two of"  # never under 3 words
     with pytest.raises(ValueError, match="first_phrase_max_words"):
         SentenceChunker(first_phrase_words=3, first_phrase_max_words=2)
+    SentenceChunker(first_phrase_words=3, first_phrase_max_words=3)  # the least allowed
+    SentenceChunker(max_chars=20)
+    with pytest.raises(ValueError, match="max_chars"):
+        SentenceChunker(max_chars=19)
+
+
+def test_a_delta_that_ends_in_a_space_completes_its_last_word():
+    assert SentenceChunker(first_phrase_words=3).feed("You are holding a ") == ["You are holding"]
+    assert SentenceChunker(first_phrase_words=3).feed("You are holding a") == []  # "a" may become "apple"
 
 
 def test_the_voice_bench_cuts_the_first_piece_where_the_chunker_releases_it():

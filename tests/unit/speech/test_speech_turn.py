@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fastvlm.speech import SpeechConfig, SpeechStarted, Transcript
-from fastvlm.speech.judge import TranscriptJudge
+from fastvlm.speech.judge import TranscriptJudge, load_judge
 from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed, TurnTaker
 from fastvlm.speech.vad import Paused, TurnDetector
 
@@ -80,6 +80,12 @@ def semantic(transcriber, likely_events=False, **options):
 def test_the_transcript_judge_hears_a_question_that_trails_off(text, complete, unsure):
     verdict = TranscriptJudge().judge(np.zeros(10, np.float32), Transcript(text, "en", 1.0))
     assert (verdict.complete, verdict.unsure) == (complete, unsure), verdict.reason
+
+
+def test_a_judge_is_chosen_by_its_flag_name():
+    assert isinstance(load_judge("transcript"), TranscriptJudge)  # "smart-turn": tests/integration/test_turn_taking.py
+    with pytest.raises(ValueError, match="'transcript' or 'smart-turn'"):
+        load_judge("smart_turn")
 
 
 def test_an_unsure_question_ends_after_the_unsure_silence_not_the_fallback():

@@ -1,0 +1,52 @@
+"""Smart Turn's input as the judge builds it, with a fake ONNX session (the model itself: tests/integration)."""
+
+import numpy as np
+
+from fastvlm.speech.judge import SmartTurnJudge
+
+RATE = 16_000
+
+
+class RecordingSession:
+    """Stands in for onnxruntime: keeps each input and answers P(finished) = `p`."""
+
+    def __init__(self, p: float) -> None:
+        self.p, self.inputs = p, []
+
+    def run(self, outputs, feeds):
+        self.inputs.append(feeds["input_features"])
+        return [np.array([[self.p]], np.float32)]
+
+
+def noise(seconds: float, level: float, seed: int = 0) -> np.ndarray:
+    return (level * np.random.default_rng(seed).standard_normal(int(seconds * RATE))).astype(np.float32)
+
+
+def heard(audio: np.ndarray) -> np.ndarray:
+    session = RecordingSession(0.9)
+    SmartTurnJudge(session).judge(audio)
+    [features] = session.inputs
+    return features
+
+
+def test_the_model_hears_the_last_8_s_at_the_end_of_its_window():
+    speech = noise(1.0, 0.1)
+    features = heard(speech)
+    assert features.shape == (1, 80, 800) and features.dtype == np.float32
+    energy = features[0].mean(axis=0)  # (800,) one value per 10 ms frame
+    assert energy[-90:].min() > energy[:690].max()  # the last second is the speech, zeros before it
+    older = np.concatenate([noise(2.0, 0.5, seed=1), noise(8.0, 0.1)])
+    np.testing.assert_allclose(heard(older), heard(older[-8 * RATE:]), atol=1e-5)  # the first 2 s are not heard
+
+
+def test_loudness_and_a_dc_offset_do_not_change_what_the_model_hears():
+    speech = noise(2.0, 0.01)
+    np.testing.assert_allclose(heard(speech), heard(speech * 20), atol=1e-3)
+    whole = noise(8.0, 0.01)  # the window's length: no zeros in front, which the offset would stand out from
+    np.testing.assert_allclose(heard(whole), heard(whole + 0.05), atol=1e-3)  # a microphone's offset
+
+
+def test_finished_from_the_threshold_up():
+    assert SmartTurnJudge(RecordingSession(0.5), threshold=0.5).judge(noise(1.0, 0.1)).complete
+    verdict = SmartTurnJudge(RecordingSession(0.49), threshold=0.5).judge(noise(1.0, 0.1))
+    assert not verdict.complete and verdict.probability == np.float32(0.49) and verdict.reason == "p=0.49"

@@ -2,7 +2,16 @@ import numpy as np
 import pytest
 
 from fastvlm.engine.events import InputError
-from fastvlm.speech.audio import StreamResampler, read_wav, resample, rms, sound_returns, to_mono_16k, write_wav
+from fastvlm.speech.audio import (
+    StreamResampler,
+    read_wav,
+    resample,
+    rms,
+    sound_returns,
+    to_int16,
+    to_mono_16k,
+    write_wav,
+)
 from fastvlm.speech.config import SpeechConfig
 
 
@@ -107,6 +116,28 @@ def sine(seconds, amplitude):
 ])  # fmt: skip
 def test_sound_returns_hears_a_voice_come_back_over_the_pause_level(pause, back):
     assert sound_returns(np.concatenate(pause), recent=1600) is back
+
+
+def test_sound_returns_on_pauses_as_short_as_its_window_or_a_block():
+    loud = sine(0.016, 0.1)  # two 8 ms blocks
+    assert sound_returns(loud, recent=1600)  # all of it recent: only the -50 dBFS floor to pass
+    assert sound_returns(loud[:128], recent=1600) and not sound_returns(loud[:100], recent=1600)  # under a block
+    assert sound_returns(np.concatenate([sine(0.096, 0), loud[:128]]), recent=50)  # less than a block: the last one
+    assert not sound_returns(np.concatenate([sine(0.096, 0), loud[:128], sine(0.008, 0)]), recent=50)  # only it
+
+
+def test_the_limits_of_what_a_microphone_may_send_are_accepted():
+    for rate in (1_000, 384_000):
+        assert to_mono_16k(rate, np.full(4_000, 0.25, np.float32)).size > 0
+    eight = np.zeros((1_000, 8), np.float32)
+    eight[:, 0] = 0.8
+    np.testing.assert_allclose(to_mono_16k(16_000, eight), np.full(1_000, 0.1), atol=1e-6)  # (n, 8): 8 channels
+    assert rms(np.zeros(0, np.float32)) == 0.0 and rms(np.full(10, 0.5, np.float32)) == pytest.approx(0.5)
+
+
+def test_float_samples_become_full_scale_int16_and_clip():
+    assert to_int16(np.array([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0], np.float32)).tolist() == [
+        -32767, -32767, 0, 16383, 32767, 32767]
 
 
 def test_wav_round_trip(tmp_path):

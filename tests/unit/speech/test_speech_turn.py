@@ -138,7 +138,7 @@ def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at
     assert likely.end_s == pytest.approx(2.0, abs=0.04) and likely.verdict.complete
     assert told - 2.0 <= 0.2 + 0.1 + 0.04  # the pause, one chunk, one window: the answer may begin
     [(end, seen)] = ends(events)
-    assert end.by == "judge" and end.verdict.complete and end.end_s == likely.end_s
+    assert end.by == "judge" and end.verdict.complete and end.end_s == likely.end_s and not end.truncated
     assert CONFIRM_S <= seen - 2.0 <= CONFIRM_S + 0.1 + 0.04  # played once the silence confirms it
     assert end.transcript is likely.transcript and transcriber.calls == [1]
     assert end.transcript.result().text == "What color is the square?"
@@ -149,9 +149,11 @@ def test_a_finished_question_is_likely_over_at_its_first_short_pause_and_over_at
 
 
 def test_an_unfinished_question_waits_for_the_fallback_silence():
-    taker = semantic(ScriptedTranscriber("What color is the"), turn_max_silence_ms=2000)
-    [(end, seen)] = ends(hear(taker, np.concatenate([voice(1.0), quiet(3.0)])))
-    assert end.by == "fallback" and end.verdict is not None and not end.verdict.complete
+    taker = semantic(ScriptedTranscriber("What color is the"), turn_max_silence_ms=2000, likely_events=True)
+    events = hear(taker, np.concatenate([voice(1.0), quiet(3.0)]))
+    [(end, seen)] = ends(events)
+    assert end.by == "fallback" and end.verdict is not None and not end.verdict.complete and not end.truncated
+    assert [type(e) for e, _ in events] == [SpeechStarted, TurnEnded]  # never likely over, so nothing withdrawn
     assert 1.0 + 2.0 <= seen <= 1.0 + 2.0 + 0.15
     assert end.transcript is not None  # the transcript begun at its pause is still the one used
 
@@ -165,6 +167,9 @@ def test_speech_over_an_answer_with_no_words_is_over_at_the_confirming_silence(h
     assert end.by == "no_words" and end.transcript.result().text == heard
     assert 0.9 + CONFIRM_S <= seen <= 0.9 + CONFIRM_S + HOLD_S + 0.1
     assert not over.over_answer  # the next speech says for itself
+    over.over_answer = True
+    over.reset()
+    assert not over.over_answer
     alone = semantic(ScriptedTranscriber(heard), likely_events=True)  # not over an answer: waited for, as before
     [(end, seen)] = ends(hear(alone, audio))
     assert end.by == "fallback" and seen >= 0.9 + 2.0
@@ -267,6 +272,17 @@ def test_speech_that_resumes_before_the_verdict_is_not_cut():
     assert ends(events) == []  # the verdict came for a pause that is over
     [(end, _)] = ends(hear(taker, quiet(1.0)))
     assert end.end_s == pytest.approx(1.6, abs=0.04) and end.by == "judge"
+    assert not taker.pending  # no pause goes on
+
+
+def test_settle_waits_for_the_verdict_on_the_pause_going_on():
+    gate = threading.Event()
+    taker = semantic(ScriptedTranscriber("What color is the square?", gate=gate))
+    hear(taker, np.concatenate([voice(1.0), quiet(0.3)]), settle_s=0)
+    assert taker.pending and taker.settle(0) == []
+    threading.Timer(0.2, gate.set).start()
+    [end] = taker.settle(0.5 + 0.2)  # no more audio: the verdict alone ends the turn
+    assert isinstance(end, TurnEnded) and end.by == "judge" and not taker.pending
 
 
 def test_the_silence_rule_ends_after_end_silence_and_reuses_the_transcript_begun_at_its_pause():

@@ -1,6 +1,6 @@
 import numpy as np
 
-from fastvlm.engine.kv import Image, Snapshot, SnapshotStore, Tokens, chunks, common_prefix, identities
+from fastvlm.engine.kv import LRU, Image, Snapshot, SnapshotStore, Tokens, chunks, common_prefix, identities
 
 
 def _img(key="k", n=5):
@@ -34,3 +34,19 @@ def test_snapshot_store_picks_longest_matching_prefix_and_evicts_lru():
     assert store.best([1, 2, 9], better_than=0) is a
     store.put(c)  # evicts b, the least recently used
     assert (1, 2, 3) not in store and len(store) == 2
+    assert store.best([1, 2], better_than=0) is a  # the whole of what is wanted
+    empty = SnapshotStore(0)  # off
+    empty.put(a)
+    assert len(empty) == 0 and empty.best([1, 2, 3], better_than=0) is None
+
+
+def test_the_lru_keeps_its_capacity_of_most_recently_used_entries():
+    cache = LRU(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get_fresh("a") == 1  # now "b" is the least recently used
+    cache.put("c", 3)
+    assert list(cache) == ["a", "c"] and cache.get_fresh("b") is None
+    off = LRU(0)
+    off.put("a", 1)
+    assert len(off) == 0

@@ -135,12 +135,13 @@ def test_a_question_that_just_fits_is_kept_whole_and_one_position_less_cuts_it()
 
 
 def test_a_context_too_small_for_the_image_and_the_prompt_says_how_many_positions_they_need():
-    lm = FakeLM()
-    lists = tokenize_segments(prompt.build("q"), lm.tokenize)
+    lm, question = FakeLM(), "What is this?"
+    lists = tokenize_segments(prompt.build(question), lm.tokenize)
     need = sum(len(x) if x is not None else 16 for x in lists) - len(lists[-2])  # all but the question
-    plan("q", (), IMAGE, lm.tokenize, need + 1)  # one position for the question: answered
+    p = plan(question, (), IMAGE, lm.tokenize, need + 1)  # one position for the question: its last token
+    assert fed(p) == p.positions == need + 1 and "(1 of its" in p.notices[0]
     with pytest.raises(InputError, match=f"need {need} of the {need} positions"):
-        plan("q", (), IMAGE, lm.tokenize, need)
+        plan(question, (), IMAGE, lm.tokenize, need)
 
 
 def test_a_shortened_question_keeps_its_start_and_its_end_around_the_gap_or_only_its_end():

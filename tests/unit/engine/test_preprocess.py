@@ -276,14 +276,16 @@ def test_a_32_bit_grey_image_is_8_bit_up_to_255_and_16_bit_above():
 
 
 def test_a_float_image_in_the_unit_range_is_scaled_to_8_bits():
-    image = Image.fromarray(np.array([[0.0, 0.5, 1.0, 0.6, np.nan, np.inf]], dtype=np.float32))
+    image = Image.fromarray(np.array([[0.0, 0.5, 1.0, 0.6, np.nan, np.inf, -np.inf]], dtype=np.float32))
     assert image.mode == "F"
-    assert np.asarray(load_image(image))[0, :, 0].tolist() == [0, 128, 255, 153, 0, 0]  # not a number: black
+    assert np.asarray(load_image(image))[0, :, 0].tolist() == [0, 128, 255, 153, 0, 0, 0]  # not a number: black
 
 
 def test_float_image_outside_unit_range_is_clipped_to_8_bit_levels():
     image = Image.fromarray(np.array([[0.0, 100.4, 255.0, -3.0]], dtype=np.float32))
     assert np.asarray(load_image(image))[0, :, 0].tolist() == [0, 100, 255, 0]
+    image = Image.fromarray(np.array([[0.0, 1.5]], dtype=np.float32))  # past 1: levels as they are, not x255
+    assert np.asarray(load_image(image))[0, :, 0].tolist() == [0, 2]
 
 
 # --- numpy arrays (what Gradio's webcam gives) ----------------------------------------------------

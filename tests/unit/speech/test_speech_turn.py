@@ -112,7 +112,13 @@ def test_the_detector_reports_each_pause_once_with_the_speech_so_far():
     first, second = events[1], events[2]
     assert first.end_s == pytest.approx(1.5, abs=0.04) and first.audio.size / RATE == pytest.approx(1.0, abs=0.04)
     assert second.start_s == first.start_s and second.end_s == pytest.approx(2.4, abs=0.04)
-    assert events[3].end_s == second.end_s
+    assert events[3].end_s == second.end_s and d.fed_s == fed.size / RATE
+    d.reset()
+    assert d.speech_so_far() is None
+    gap = np.concatenate([voice(1.0), quiet(0.15), voice(0.5)])  # shorter than pause_ms: no pause
+    events = [e for i in range(0, gap.size, 1600) for e in d.feed(RATE, gap[i : i + 1600])]
+    assert [type(e).__name__ for e in events] == ["SpeechStarted"]
+    assert d.speech_so_far().size / RATE == pytest.approx(gap.size / RATE, abs=0.04)  # all of it: one question
 
 
 def test_end_now_ends_only_while_that_pause_lasts():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fastvlm.speech.config import SpeechConfig
-from fastvlm.speech.vad import WINDOW, Paused, SpeechStarted, TurnDetector, UtteranceEnded
+from fastvlm.speech.vad import WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
 
 RATE = 16_000
 
@@ -224,3 +224,51 @@ def test_the_silence_of_a_pause_counts_only_the_windows_the_vad_has_judged():
     assert before is not None and round(before * RATE) % WINDOW == 0  # whole windows
     d.feed(RATE, silence(0.005))  # 80 samples: not yet a window the VAD has heard (they may be speech)
     assert d.silence_s(pause.end_s) == before
+
+
+def test_speaking_says_when_the_question_began_and_how_long_it_has_gone_on():
+    d = detector()
+    feed(d, silence(1.0))
+    assert d.speaking() is None
+    feed(d, voice(1.0))
+    start, so_far = d.speaking()
+    assert start == pytest.approx(1.0, abs=0.04) and so_far == pytest.approx(1.0, abs=0.04)
+    feed(d, silence(0.2))
+    assert d.speaking() is None  # in a pause
+
+
+def test_the_first_sound_of_speech_is_an_onset_when_asked_for():
+    audio = np.concatenate([silence(1.0), voice(0.6), silence(1.0)])
+    with_onsets = TurnDetector(LoudnessVad(), SpeechConfig(speech_pad_ms=300), onsets=True)
+    events = [e for e, _ in feed(with_onsets, audio)]
+    assert [type(e) for e in events] == [SpeechOnset, SpeechStarted, UtteranceEnded]
+    assert events[0].at_s == pytest.approx(1.0, abs=0.04) == events[1].at_s
+    assert [type(e) for e, _ in feed(detector(), audio)] == [SpeechStarted, UtteranceEnded]
+
+
+def test_a_pause_gives_its_audio_and_can_be_made_the_end():
+    d = TurnDetector(LoudnessVad(), SpeechConfig(speech_pad_ms=0), end_silence_ms=1000, pause_ms=200)
+    [pause] = [e for e, _ in feed(d, np.concatenate([silence(0.5), voice(1.0), silence(0.3)])) if isinstance(e, Paused)]
+    heard = d.pause_audio(pause.end_s)
+    assert heard.size / RATE == pytest.approx(0.3, abs=0.04) and not heard.any()  # the pause's own silence
+    ended = d.end_now(pause.end_s)
+    assert not ended.truncated and (ended.start_s, ended.end_s) == (pause.start_s, pause.end_s)
+    assert ended.audio.size / RATE == pytest.approx(1.0, abs=0.04) and d.pause_audio(pause.end_s) is None
+
+
+def test_the_audio_kept_between_questions_is_bounded():
+    d = detector()
+    feed(d, silence(30.0))
+    kept = sum(a.size for a in d._s.audio) / RATE
+    assert kept <= 0.3 + 0.1  # the lead-in (speech_pad_ms) and a chunk, not 30 s
+    feed(d, voice(1.0))
+    assert d.speech_so_far().size / RATE == pytest.approx(1.0 + 0.3, abs=0.04)
+
+
+@pytest.mark.parametrize("pause_ms, ok", [(31, False), (32, True), (699, True), (700, False)])
+def test_a_pause_must_be_a_window_or_more_and_shorter_than_the_end_silence(pause_ms, ok):
+    if ok:
+        TurnDetector(LoudnessVad(), SpeechConfig(), end_silence_ms=700, pause_ms=pause_ms)
+    else:
+        with pytest.raises(ValueError, match=r"pause_ms must be 0 \(off\) or in 32\.\.699"):
+            TurnDetector(LoudnessVad(), SpeechConfig(), end_silence_ms=700, pause_ms=pause_ms)

@@ -50,3 +50,4 @@ def test_finished_from_the_threshold_up():
     assert SmartTurnJudge(RecordingSession(0.5), threshold=0.5).judge(noise(1.0, 0.1)).complete
     verdict = SmartTurnJudge(RecordingSession(0.49), threshold=0.5).judge(noise(1.0, 0.1))
     assert not verdict.complete and verdict.probability == np.float32(0.49) and verdict.reason == "p=0.49"
+    assert 0 <= verdict.elapsed_s < 1.0  # its own time, for the bench

@@ -294,9 +294,10 @@ class TurnDetector:
         return UtteranceEnded(np.concatenate(s.audio)[lo:hi].copy(), u.start / RATE, speech_end / RATE, truncated)
 
     def _trim(self) -> None:
-        """Keep only the audio an utterance may still need: the pre-roll, or all of the current one."""
+        """Keep only the audio an utterance may still need: all of the current one, or the pre-roll of one that
+        may start in the samples the VAD has not judged yet (`pending`: up to a window before the end)."""
         s = self._s
-        keep_from = (s.utterance.start if s.utterance else self._fed) - self._pad
+        keep_from = (s.utterance.start if s.utterance else self._fed - s.pending.size) - self._pad
         while len(s.audio) > 1 and s.audio_from + s.audio[0].size <= keep_from:
             s.audio_from += s.audio[0].size
             s.audio.pop(0)

@@ -50,3 +50,7 @@ def test_the_lru_keeps_its_capacity_of_most_recently_used_entries():
     off = LRU(0)
     off.put("a", 1)
     assert len(off) == 0
+    one, store = LRU(1), SnapshotStore(1)
+    one.put("a", 1)
+    store.put(Snapshot((1,), b"a"))
+    assert list(one) == ["a"] and len(store) == 1

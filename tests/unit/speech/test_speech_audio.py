@@ -180,6 +180,21 @@ def test_a_wavs_length_is_read_from_its_header_in_any_sample_format(tmp_path):
     assert wav_seconds(_wav(tmp_path / "f.wav", float_fmt, bytes(48_000 * 8 * 2), extra=note)) == 2.0
     streamed = _wav(tmp_path / "s.wav", float_fmt, bytes(48_000 * 8), data_size=0xFFFFFFFF)  # length never filled in
     assert wav_seconds(streamed) == 1.0
+    assert wav_seconds(_wav(tmp_path / "z.wav", float_fmt, bytes(48_000 * 4), data_size=0)) == 0.5  # nor here
+    odd = struct.pack("<HHIIHHH", 1, 1, 16_000, 32_000, 2, 16, 0)[:17]  # a fmt chunk of 17 bytes
+    assert wav_seconds(_wav(tmp_path / "o.wav", odd, bytes(32_000), extra=b"\0")) == 1.0  # its pad byte after it
+
+
+def test_a_stereo_wav_is_read_as_frames_of_two_samples(tmp_path):
+    import wave
+
+    with wave.open(str(tmp_path / "st.wav"), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(16_000)
+        w.writeframes(np.array([1, -1, 2, -2, 3, -3], "<i2").tobytes())
+    rate, pcm = read_wav(tmp_path / "st.wav")
+    assert rate == 16_000 and pcm.tolist() == [[1, -1], [2, -2], [3, -3]]
 
 
 @pytest.mark.parametrize(("content", "says"), [

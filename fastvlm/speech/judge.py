@@ -110,7 +110,7 @@ class SmartTurnJudge:
         x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)  # as Whisper's feature extractor with do_normalize
         features = self._features(x, padding=0)[None].astype(np.float32)  # (1, 80, 800)
         p = float(self._session.run(None, {"input_features": features})[0].reshape(-1)[0])
-        return Verdict(p >= self.threshold, f"p={p:.2f}", p, time.perf_counter() - t0)
+        return Verdict(p >= self.threshold, f"p={p:.2f}", p, elapsed_s=time.perf_counter() - t0)
 
 
 def smart_turn_model() -> Path:

@@ -46,8 +46,11 @@ def test_loudness_and_a_dc_offset_do_not_change_what_the_model_hears():
     np.testing.assert_allclose(heard(whole), heard(whole + 0.05), atol=1e-3)  # a microphone's offset
 
 
-def test_finished_from_the_threshold_up():
-    assert SmartTurnJudge(RecordingSession(0.5), threshold=0.5).judge(noise(1.0, 0.1)).complete
+def test_finished_from_the_threshold_up_and_never_unsure():
+    """The model's verdict is finished or not: never the transcript judge's "unsure", which waits 1 s of silence
+    (its own time once landed in that field, making every verdict unsure)."""
+    finished = SmartTurnJudge(RecordingSession(0.5), threshold=0.5).judge(noise(1.0, 0.1))
+    assert finished.complete and finished.unsure is False
     verdict = SmartTurnJudge(RecordingSession(0.49), threshold=0.5).judge(noise(1.0, 0.1))
     assert not verdict.complete and verdict.probability == np.float32(0.49) and verdict.reason == "p=0.49"
-    assert 0 <= verdict.elapsed_s < 1.0  # its own time, for the bench
+    assert verdict.unsure is False and 0 < verdict.elapsed_s < 1.0  # its own time, for the logs and the bench

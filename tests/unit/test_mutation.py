@@ -1,0 +1,59 @@
+"""The mutation probe (tests/mutation.py): which changes it makes, and that it finds a test that cannot fail."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+
+from tests.mutation import apply, mutants, probe
+
+SOURCE = '''
+import logging
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Limits:
+    most: int = 64
+
+
+def fits(n, most=10):
+    log.info("checking %d", n > 3)
+    return 0 <= n < most and not (n % 2)
+'''
+
+
+def test_each_operator_and_number_is_changed_but_not_logging_defaults_or_fields():
+    found = [(m.line, m.what) for m in mutants(ast.parse(SOURCE))]
+    assert found == [
+        (13, "And -> Or"),
+        (13, "LtE -> Lt"), (13, "Lt -> LtE"),  # each operator of the chained comparison
+        (13, "drop not"),
+        (13, "0 -> 1"),
+        (13, "Mod -> FloorDiv"),
+        (13, "2 -> 3"),
+    ]  # fmt: skip
+
+
+def test_a_mutant_changes_one_operator_of_a_chained_comparison():
+    tree = ast.parse("ok = 0 <= n < most")
+    lt_e, lt = [m for m in mutants(tree) if "->" in m.what and m.what[0] == "L"]
+    assert apply(tree, lt_e) == "ok = 0 < n < most"
+    assert apply(tree, lt) == "ok = 0 <= n <= most"
+    assert apply(ast.parse("ok = not done"), next(mutants(ast.parse("ok = not done")))) == "ok = done"
+
+
+def test_the_probe_names_the_changes_no_test_noticed_and_leaves_the_tree_alone(tmp_path):
+    (tmp_path / "toy.py").write_text("def clamp(x):\n    return 10 if x > 10 else x\n")
+    (tmp_path / "test_toy.py").write_text(
+        "from toy import clamp\n\n\ndef test_clamp():\n    assert clamp(50) == 10 and clamp(1) == 1\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    before = (tmp_path / "toy.py").read_text()
+    result = probe("toy.py", ["test_toy.py"], root=tmp_path)
+    assert (tmp_path / "toy.py").read_text() == before
+    assert result["mutants"] == 3  # `return 11 if ...` is caught
+    assert [(s["line"], s["mutation"]) for s in result["survivors"]] == [
+        (2, "Gt -> GtE"),  # equivalent: at x == 10 both give 10
+        (2, "10 -> 11"),  # `x > 11`: clamp(11) gives 11, and no test asks near the limit
+    ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,6 +47,7 @@ _WORDS = re.compile(r"[a-z']+")
 class Verdict:
     complete: bool
     reason: str  # why, for logs and the bench ("ends on 'the'", "p=0.91")
+    _: KW_ONLY  # the rest by name: a new field must not take another's value (an elapsed time once became `unsure`)
     probability: float | None = None  # the model's P(finished), where a model judged
     unsure: bool = False  # finished or not: the end waits for `turn_unsure_silence_ms`, not the usual silence
     elapsed_s: float = 0.0
@@ -110,7 +111,7 @@ class SmartTurnJudge:
         x = (x - x.mean()) / np.sqrt(x.var() + 1e-7)  # as Whisper's feature extractor with do_normalize
         features = self._features(x, padding=0)[None].astype(np.float32)  # (1, 80, 800)
         p = float(self._session.run(None, {"input_features": features})[0].reshape(-1)[0])
-        return Verdict(p >= self.threshold, f"p={p:.2f}", p, elapsed_s=time.perf_counter() - t0)
+        return Verdict(p >= self.threshold, f"p={p:.2f}", probability=p, elapsed_s=time.perf_counter() - t0)
 
 
 def smart_turn_model() -> Path:

@@ -1,8 +1,9 @@
 """Smart Turn's input as the judge builds it, with a fake ONNX session (the model itself: tests/integration)."""
 
 import numpy as np
+import pytest
 
-from fastvlm.speech.judge import SmartTurnJudge
+from fastvlm.speech.judge import SmartTurnJudge, Verdict
 
 RATE = 16_000
 
@@ -54,3 +55,9 @@ def test_finished_from_the_threshold_up_and_never_unsure():
     verdict = SmartTurnJudge(RecordingSession(0.49), threshold=0.5).judge(noise(1.0, 0.1))
     assert not verdict.complete and verdict.probability == np.float32(0.49) and verdict.reason == "p=0.49"
     assert verdict.unsure is False and 0 < verdict.elapsed_s < 1.0  # its own time, for the logs and the bench
+
+
+def test_a_verdict_takes_all_but_its_outcome_and_reason_by_name():
+    with pytest.raises(TypeError):
+        Verdict(True, "p=0.90", 0.9, 0.05)  # was: 0.05 became `unsure`
+    assert Verdict(True, "p=0.90", probability=0.9, elapsed_s=0.05).unsure is False

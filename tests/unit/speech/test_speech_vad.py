@@ -127,11 +127,12 @@ def test_an_empty_chunk_is_no_event():
     assert detector().feed(48_000, np.zeros((0, 2), np.int16)) == []
 
 
-def test_speech_longer_than_the_limit_is_cut_there():
-    events = feed(detector(max_audio_s=2.0), np.concatenate([voice(3), silence(1)]))
+@pytest.mark.parametrize("max_audio_s, pad_ms", [(2.0, 300), (2.048, 0)])  # 2.048 s: a whole number of windows
+def test_speech_longer_than_the_limit_is_cut_there(max_audio_s, pad_ms):
+    events = feed(detector(max_audio_s=max_audio_s, speech_pad_ms=pad_ms), np.concatenate([voice(3), silence(1)]))
     ends = [e for e, _ in events if isinstance(e, UtteranceEnded)]
-    assert ends[0].truncated and ends[0].end_s == pytest.approx(2.0 - 0.3, abs=0.04)  # room for the lead-in
-    assert ends[0].audio.size <= 2.0 * RATE
+    assert ends[0].truncated and ends[0].end_s == pytest.approx(max_audio_s - pad_ms / 1000, abs=0.04)  # lead-in
+    assert ends[0].audio.size <= max_audio_s * RATE
 
 
 @pytest.mark.parametrize("pause_s", [0.0, 0.4])  # none, or shorter than end_silence_ms

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from fastvlm import Busy, EngineConfig, GenerationOptions, Notice, Request, Turn
+from fastvlm import Busy, EngineConfig, FirstToken, GenerationOptions, Notice, Request, Turn
 from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.vision import EncodeCancelled
@@ -17,7 +17,7 @@ from tests.unit.engine.test_engine import IMG, make
 
 
 class Clock:
-    """A clock that moves only when a model works: the encode takes 0.5 s, each prefill 0.25 s."""
+    """A clock that moves only when a model works: the encode takes 0.5 s, each prefill 0.25 s, a token 0.125 s."""
 
     def __init__(self):
         self.now = 100.0
@@ -39,17 +39,26 @@ def timed_engine() -> Engine:
             clock.now += 0.25
             return super().prefill(parts, should_stop, logits)
 
+        def generate(self, options, seed=0):
+            for token in super().generate(options, seed):
+                clock.now += 0.125  # each token sampled
+                yield token
+
     cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
     return Engine(Vision(), LM(), cfg, clock=clock)
 
 
 def test_each_stage_is_timed_by_the_engines_clock():
     engine = timed_engine()
-    stats = engine.answer(Request(IMG, "q")).stats
+    events = list(engine.stream(Request(IMG, "q")))  # "Hello!" and <|im_end|>: 7 tokens
+    stats = events[-1].stats
     assert (stats.preprocess_s, stats.encode_s, stats.prefill_s) == (0.0, 0.5, 0.25)
-    assert stats.total_s == 0.75 and not stats.embedding_cached
+    assert events[0] == FirstToken(0.875) and stats.ttft_s == 0.875  # the first token after encode and prefill
+    assert (stats.decode_s, stats.total_s, stats.new_tokens) == (0.75, 1.625, 7) and not stats.embedding_cached
     cached = engine.answer(Request(IMG, "again")).stats
-    assert (cached.preprocess_s, cached.encode_s, cached.prefill_s, cached.total_s) == (0.0, 0.0, 0.25, 0.25)
+    assert (cached.preprocess_s, cached.encode_s, cached.prefill_s, cached.ttft_s) == (0.0, 0.0, 0.25, 0.375)
+    said = engine.answer(Request(IMG, "q", answer_so_far="Hello", options=GenerationOptions(max_new_tokens=3)))
+    assert (said.stats.new_tokens, said.stats.ttft_s, said.stats.stop_reason) == (0, 0.0, "max_tokens")
 
 
 class Recording(FakeLM):
@@ -215,3 +224,30 @@ def test_a_stopped_request_says_how_long_it_ran():
     in_prefill = engine.answer(Request(IMG, "stopped in the prefill"), cancel=cancel_prefill).stats
     assert (in_prefill.stop_reason, in_prefill.encode_s, in_prefill.prefill_s, in_prefill.total_s) == (
         "cancelled", 0.0, 0.25, 0.25)  # IMG's embeddings were cached by the first answer: no encode
+
+
+def test_an_answer_of_one_token_is_decoded():
+    engine, _ = make(b"Hello!")
+    result = engine.answer(Request(IMG, "q", options=GenerationOptions(max_new_tokens=1)))
+    assert (result.text, result.stats.new_tokens, result.stats.stop_reason) == ("H", 1, "max_tokens")
+
+
+def test_text_held_back_as_a_possible_stop_string_is_given_when_the_answer_ends():
+    engine, _ = make(b"abc")  # "c" could begin the stop string "cd": held until the answer ends
+    result = engine.answer(Request(IMG, "q", options=GenerationOptions(stop=("cd",))))
+    assert (result.text, result.stats.stop_reason) == ("abc", "end_of_turn")
+
+
+def test_a_request_without_a_seed_gets_a_fresh_one_and_a_seeded_one_its_own():
+    seeds = []
+
+    class Seeded(FakeLM):
+        def generate(self, options, seed=0):
+            seeds.append(seed)
+            return super().generate(options, seed)
+
+    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
+    engine = Engine(FakeVision(), Seeded(), cfg)
+    for seed in (7, None, None):
+        engine.answer(Request(IMG, "q", options=GenerationOptions(seed=seed)))
+    assert seeds[0] == 7 and all(isinstance(s, int) for s in seeds) and seeds[1] != seeds[2]

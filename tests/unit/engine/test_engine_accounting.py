@@ -1,6 +1,6 @@
 """The engine's bookkeeping, found untested by the mutation probe (docs/testing.md): the stages' timings, the
-warm-up, `kv_reuse` off, the count of requests in line after each kind of request, and how long a prepare or a
-waiting request waits (scripted models)."""
+warm-up, `kv_reuse` off, the count of requests in line after each kind of request, how long a prepare or a
+waiting request waits, the context's shares, and the decode's edges (one token, held text, seeds; scripted models)."""
 
 import threading
 import time

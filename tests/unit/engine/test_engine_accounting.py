@@ -26,6 +26,10 @@ class Clock:
         return self.now
 
 
+def config(resolution: int = 128) -> EngineConfig:
+    return EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=resolution, threads=1)
+
+
 def timed_engine() -> Engine:
     clock = Clock()
 
@@ -44,8 +48,7 @@ def timed_engine() -> Engine:
                 clock.now += 0.125  # each token sampled
                 yield token
 
-    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
-    return Engine(Vision(), LM(), cfg, clock=clock)
+    return Engine(Vision(), LM(), config(), clock=clock)
 
 
 def test_each_stage_is_timed_by_the_engines_clock():
@@ -62,17 +65,23 @@ def test_each_stage_is_timed_by_the_engines_clock():
 
 
 class Recording(FakeLM):
+    """Records whether each prefill asked for logits, and each decode's seed."""
+
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.logits: list[bool] = []
+        self.seeds: list[int] = []
 
     def prefill(self, parts, should_stop=None, logits=True):
         self.logits.append(logits)
         return super().prefill(parts, should_stop, logits)
 
+    def generate(self, options, seed=0):
+        self.seeds.append(seed)
+        return super().generate(options, seed)
+
 
 def test_warm_up_encodes_a_black_frame_at_the_default_size_and_prefills_the_text_before_the_image():
-    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
     seen = []
 
     class Vision(FakeVision):
@@ -81,7 +90,7 @@ def test_warm_up_encodes_a_black_frame_at_the_default_size_and_prefills_the_text
             return super().encode(pixels)
 
     lm = Recording()
-    engine = Engine(Vision(), lm, cfg)
+    engine = Engine(Vision(), lm, config())
     engine.warm_up()
     assert seen == [((1, 3, 128, 128), 0.0)]
     before_image = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
@@ -90,16 +99,16 @@ def test_warm_up_encodes_a_black_frame_at_the_default_size_and_prefills_the_text
 
 
 def test_warm_up_lets_a_vision_runtime_warm_itself_at_the_default_size():
-    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=512, threads=1)
-
     class Vision(FakeVision):
-        warmed: list[int] = []
+        def __init__(self):
+            super().__init__()
+            self.warmed: list[int] = []
 
         def warm_up(self, size):
             self.warmed.append(size)
 
     vision = Vision()
-    Engine(vision, FakeLM(), cfg).warm_up()
+    Engine(vision, FakeLM(), config(512)).warm_up()
     assert vision.warmed == [512] and vision.calls == 0  # its own warm-up, not a plain encode
 
 
@@ -239,15 +248,9 @@ def test_text_held_back_as_a_possible_stop_string_is_given_when_the_answer_ends(
 
 
 def test_a_request_without_a_seed_gets_a_fresh_one_and_a_seeded_one_its_own():
-    seeds = []
-
-    class Seeded(FakeLM):
-        def generate(self, options, seed=0):
-            seeds.append(seed)
-            return super().generate(options, seed)
-
-    cfg = EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128, threads=1)
-    engine = Engine(FakeVision(), Seeded(), cfg)
+    lm = Recording()
+    engine = Engine(FakeVision(), lm, config())
     for seed in (7, None, None):
         engine.answer(Request(IMG, "q", options=GenerationOptions(seed=seed)))
+    seeds = lm.seeds
     assert seeds[0] == 7 and all(isinstance(s, int) for s in seeds) and seeds[1] != seeds[2]

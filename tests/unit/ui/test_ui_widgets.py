@@ -13,15 +13,21 @@ from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
 from ui.inputs import GONE, UNREADABLE, readable_uploads
 from ui.settings import AppSettings
+from fastvlm.engine.events import InputError, ModelFileError
 from ui.widgets import (
+    CSS_PATH,
+    ENGINE_FAILED,
     Turnstile,
     by_component,
+    fail,
     follow,
     format_metrics,
     format_ttft,
     header_markdown,
     ms,
+    preset_buttons,
     readout_html,
+    wire_answer,
 )
 
 IMG = np.full((32, 48, 3), 200, np.uint8)
@@ -155,3 +161,83 @@ def test_a_handler_with_nothing_to_show_skips_its_outputs_instead_of_clearing_th
     assert list(by_component(speak(VoiceSession(phase="listening"), AppSettings()), components)) == \
         [{status: gr.skip(), readout: gr.skip()}]
 
+
+
+def test_readouts_change_unit_at_ten_seconds_and_the_total_at_one():
+    assert (ms(9.99), ms(10.0)) == ("9990 ms", "10.0 s")
+    assert format_ttft(0.5, 0.9) == "TTFT 500 ms · total 900 ms"
+    assert format_ttft(0.5, 1.0) == "TTFT 500 ms · total 1.0 s"
+    assert format_ttft(0.5, 1.5) == "TTFT 500 ms · total 1.5 s"
+
+
+def test_only_a_stop_before_any_token_reads_as_stopped():
+    stopped = Stats(total_s=0.3, stop_reason="cancelled")
+    assert format_metrics(stopped) == "stopped before the first token · 300 ms"
+    for stats in (Stats(ttft_s=0.2, new_tokens=3, stop_reason="cancelled"), Stats(total_s=0.3)):
+        assert format_metrics(stats).startswith("TTFT ")
+
+
+def test_follow_shows_text_again_once_every_s_has_passed_since_the_last_update():
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def stream():
+        yield TextDelta("a")  # first: shown at 0
+        for t, text in ((5.0, "b"), (10.0, "c"), (15.0, "d")):
+            now[0] = t
+            yield TextDelta(text)
+
+    assert [p.text for p in follow(stream(), every_s=10, clock=clock)] == ["a", "abc"]  # 10 s after "a": shown
+
+
+def test_expected_errors_are_toasts_without_a_traceback_in_the_log_and_others_are_logged(caplog):
+    for error, title in ((Busy("3 waiting"), "Busy"), (InputError("too big"), "This request cannot be answered"),
+                         (ModelFileError("m.gguf: missing"), "The model is not loaded")):
+        shown = fail(error)
+        assert (shown.title, shown.print_exception) == (title, False) and str(error) in shown.message
+    assert fail(RuntimeError("kaput")).message == ENGINE_FAILED and "kaput" in caplog.text
+    engine = make_engine()
+    with pytest.raises(gr.Error) as err:
+        list(follow(engine.stream(Request(b"not an image", "q"))))
+    t = Turnstile()
+    t.enter()
+    with pytest.raises(gr.Error) as busy:
+        t.enter()
+    assert err.value.print_exception is False and busy.value.print_exception is False
+
+
+def test_answers_run_one_at_a_time_across_the_app_and_stop_skips_the_queue():
+    with gr.Blocks() as page:
+        ask, stop, state, out = gr.Button(), gr.Button(), gr.State(), gr.Textbox()
+        wire_answer([ask.click], lambda s: None, lambda s: "", [state], [out], stop, state, "ask")
+        preset_buttons(["Describe the image."], out)
+    fns = list(page.fns.values())
+    index, answer = next((i, f) for i, f in page.fns.items() if f.api_name == "ask")
+    assert (answer.concurrency_id, answer.concurrency_limit, answer.trigger_mode) == ("engine", 1, "multiple")
+    release = next(f for f in fns if f.name == "_release")
+    assert release.queue is False and any(index in (f.cancels or []) for f in fns)
+    preset = next(f for f in fns if f.js and "Describe the image." in f.js)
+    assert preset.fn is None  # the browser fills the box: no server round trip
+
+
+def test_the_header_says_where_each_part_came_from_and_whether_the_model_is_ready():
+    info = {"vision": "/m/v.onnx", "llm": "/m/l.gguf", "resolution": 512, "threads": 2, "n_ctx": 4096,
+            "sources": {"vision": "hub <apple>", "llm": "cache"}, "vision_runtime": "openvino",
+            "vision_precision": "int8"}
+    text = header_markdown(info, "t")
+    assert "model: `v.onnx` + `l.gguf` · 512 px" in text
+    assert "<small>vision: hub &lt;apple&gt; · llm: cache · vision runtime: openvino · int8</small>" in text
+    assert "<small>vision: hub &lt;apple&gt; · llm: cache</small>" in header_markdown(
+        {**info, "vision_runtime": None, "vision_precision": None}, "t")
+    assert "<small>" not in header_markdown({**info, "sources": None}, "t")
+    assert "⏳ *encoding…* (questions asked now wait for it)" in header_markdown(
+        {**info, "state": "loading", "stage": "encoding"}, "t")
+    failed = header_markdown({**info, "state": "failed", "error": "no <file>"}, "t")
+    assert "**✖ the model could not be loaded:** no &lt;file&gt;" in failed and "⏳" not in failed
+    assert "✖" not in text and "⏳" not in text
+
+
+def test_the_stylesheet_is_found():
+    assert CSS_PATH.is_file() and CSS_PATH.read_text().strip()

@@ -2,13 +2,13 @@
 `words_ahead_s` of speech and come out of the turn taker as `HeardSoFar` (a loudness VAD and a transcriber that
 counts what it hears; no models)."""
 
-from concurrent.futures import wait
+from concurrent.futures import Future, wait
 
 import numpy as np
 import pytest
 
 from fastvlm.speech import HeardSoFar, SpeechConfig, SpeechStarted, Transcript
-from fastvlm.speech.ahead import words_before_last
+from fastvlm.speech.ahead import WordsAhead, words_before_last
 from fastvlm.speech.judge import TranscriptJudge
 from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnTaker
 from tests.unit.speech.test_speech_turn import LoudnessVad, quiet, voice
@@ -142,3 +142,46 @@ def test_off_by_default_nothing_is_heard_ahead_not_even_at_an_unfinished_pause()
     events = feed(taker, stt, np.concatenate([voice(1.2), quiet(0.2), voice(1.2)]))
     assert len(stt.heard_s) == 1  # the pause's own transcription, judged unfinished
     assert not any(isinstance(e, HeardSoFar) for e in events)
+
+
+class Speaking:
+    """A detector hearing speech that began at `start_s` and has gone on `spoken_s` (None: silence)."""
+
+    def __init__(self):
+        self.now = None
+
+    def speaking(self):
+        return self.now
+
+    def speech_so_far(self):
+        return np.zeros(RATE, np.float32)
+
+
+def ahead_of(every_s=0.5):
+    begun = []
+
+    def transcribe(audio):
+        begun.append(audio.size)
+        return Future()  # never finishes: one transcription at a time, so each test sees when the first begins
+
+    return WordsAhead(transcribe, every_s), Speaking(), begun
+
+
+def test_the_first_transcription_begins_once_exactly_every_s_has_been_spoken():
+    ahead, detector, begun = ahead_of(every_s=0.5)
+    ahead.want(10.0)  # a question 10 s into the stream
+    detector.now = (10.0, 0.49)
+    ahead.step(detector, busy=False)
+    assert begun == []
+    detector.now = (10.0, 0.5)
+    ahead.step(detector, busy=False)
+    assert begun == [RATE] and ahead.pending is not None
+
+
+def test_a_frame_prepared_where_the_last_question_ended_serves_the_next_one():
+    ahead, _, _ = ahead_of()
+    ahead.reset(ended_s=2.0)
+    ahead.want(1.9)  # before the end: the last question's
+    assert ahead.wanted is None
+    ahead.want(2.0)
+    assert ahead.wanted == 2.0

@@ -142,7 +142,8 @@ def test_a_line_that_does_not_begin_with_a_hello_carrying_its_token_is_closed(tm
     links = VoiceLinks(SETTINGS)
     session, token = listening(tmp_path, links)
     client = served(links)
-    for first in (lambda ws: ws.send_bytes(pcm(np.zeros(640))), lambda ws: ws.send_text('{"type": "hello"}')):
+    hellos = ('{"type": "hello"}', '{"type": "hello", "token": ""}', '{"type": "hello", "token": 123}')
+    for first in (lambda ws: ws.send_bytes(pcm(np.zeros(640))), *(lambda ws, h=h: ws.send_text(h) for h in hellos)):
         with client.websocket_connect("/voice/link") as ws:
             first(ws)
             with pytest.raises(WebSocketDisconnect) as e:
@@ -170,6 +171,14 @@ def test_a_new_start_replaces_the_token_and_at_most_max_lines_are_open(tmp_path)
         check_microphone(second, 0)  # the person is told why, not to allow the microphone
     links.issue(second)  # Start again: the refusal is forgotten
     assert second.line_refused is None
+
+
+def test_max_tokens_are_kept_and_one_more_forgets_the_oldest_idle_one(tmp_path):
+    links = VoiceLinks(SETTINGS, LinkLimits(max_tokens=2))
+    (a, old), (b, kept) = listening(tmp_path, links), listening(tmp_path, links)
+    assert links.session(old) is a and links.session(kept) is b
+    c, new = listening(tmp_path, links)
+    assert (links.session(old), links.session(kept), links.session(new)) == (None, b, c)
 
 
 def test_a_token_forgotten_before_its_line_opened_is_told_as_expired_not_as_the_microphone(tmp_path):

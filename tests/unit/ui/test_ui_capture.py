@@ -5,7 +5,7 @@ import re
 
 from tests.unit.ui.test_ui_voice import make_engine, make_models
 from ui import AppSettings, create_app
-from ui.voice.capture import capture_head, constraints
+from ui.voice.capture import capture_head, constraints, link_config
 
 
 def test_the_constraints_follow_the_settings():
@@ -25,3 +25,8 @@ def test_the_app_carries_the_head_for_launch(tmp_path):
     settings = AppSettings(voice_auto_gain=False)
     demo = create_app(make_engine(), settings, make_models(tmp_path))
     assert demo.page_head == capture_head(settings)
+
+
+def test_the_line_is_told_its_frame_length_in_milliseconds():
+    assert link_config(AppSettings(voice_chunk_s=0.04))["frameMs"] == 40
+    assert link_config(AppSettings(voice_chunk_s=1))["frameMs"] == 1000

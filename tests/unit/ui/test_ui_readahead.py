@@ -52,8 +52,12 @@ def test_closing_early_stops_the_stream_cancels_its_token_and_returns_when_it_ha
 
 def test_a_stream_read_to_its_end_does_not_cancel_and_errors_arrive_after_the_events_before_them():
     token = CancelToken()
-    assert list(ReadAhead(source(3, [], threading.Event()), token)) == [0, 1, 2]
+    ahead = ReadAhead(source(3, [], threading.Event()), token)
+    assert list(ahead) == [0, 1, 2]
+    ahead.close()  # after the end: nothing to stop
     assert not token.cancelled
+    with pytest.raises(StopIteration):
+        next(ahead)
     ahead = ReadAhead(source(5, [], threading.Event(), fail_at=2))
     assert [next(ahead), next(ahead)] == [0, 1]
     with pytest.raises(ValueError, match="broken at 2"):
@@ -71,3 +75,13 @@ def test_follow_decodes_while_the_page_updates_and_closing_it_frees_the_engine()
     parts.close()
     assert not engine.busy and token.cancelled
 
+
+
+def test_the_stream_is_read_in_a_thread_that_cannot_hold_the_app_open():
+    daemon = []
+
+    def events():
+        daemon.append(threading.current_thread().daemon)
+        yield 1
+
+    assert list(ReadAhead(events())) == [1] and daemon == [True]

@@ -4,22 +4,19 @@ a closed line sends, and how a frame is heard (its own length to wait for a verd
 
 import threading
 
-import numpy as np
 import pytest
 
 from fastvlm.speech import SpeechOnset
 from tests.unit.ui.test_ui_voice import SETTINGS
-from tests.unit.ui.test_ui_voice_listening import ScriptedTaker
+from tests.unit.ui.test_ui_voice_listening import listening
 from ui.voice.link import (BAD_FRAME, BUSY, NO_HELLO, REPLACED, TOO_BIG, TOO_FAST, UNKNOWN, LinkLimits, VoiceLink,
                            crowded)
-from ui.voice.session import VoiceSession
 
 LIMITS = LinkLimits(max_frame_s=1.0, ahead_s=5.0)
 
 
 def line(sent=None, **kwargs) -> VoiceLink:
-    session = VoiceSession(frame=np.zeros((4, 4, 3), np.uint8))
-    session.listen(ScriptedTaker())
+    session, _ = listening()
     return VoiceLink(session, SETTINGS, (sent if sent is not None else []).append, **kwargs)
 
 

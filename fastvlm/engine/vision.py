@@ -61,6 +61,14 @@ class GraphSpec:
                              "ask for one of those")
         return size
 
+    def check_pixels(self, pixels: np.ndarray) -> int:
+        """The side S of one float32 (1, 3, S, S) image the graph serves (a `ValueError` for any other array: the
+        caller's bug, as preprocessing makes nothing else; an `InputError` for a size the graph does not serve)."""
+        if pixels.ndim != 4 or pixels.shape[:2] != (1, 3) or pixels.shape[2] != pixels.shape[3] \
+                or pixels.dtype != np.float32:
+            raise ValueError(f"pixels must be float32 (1, 3, S, S), got {pixels.dtype} {pixels.shape}")
+        return self.check_size(pixels.shape[2])
+
     def check_output(self, out: np.ndarray, size: int) -> np.ndarray:
         """(1, N, D) -> (N, D) float32, after checking batch, N = (S/64)^2 and D."""
         n = (size // PATCH) ** 2
@@ -153,9 +161,7 @@ class OnnxVision:
         return cls(session, read_spec(path, *onnx_io(session), expect_dim=expect_dim, llm_path=llm_path))
 
     def encode(self, pixels: np.ndarray) -> np.ndarray:
-        if pixels.ndim != 4 or pixels.shape[:2] != (1, 3) or pixels.dtype != np.float32:
-            raise ValueError(f"pixels must be float32 (1, 3, H, W), got {pixels.dtype} {pixels.shape}")
-        size = self.spec.check_size(pixels.shape[2])
+        size = self.spec.check_pixels(pixels)
         import onnxruntime as ort
 
         run = ort.RunOptions()

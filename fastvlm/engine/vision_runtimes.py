@@ -173,9 +173,7 @@ class OpenVinoVision:
         self._compiled_for(self.spec.fixed_size or size)
 
     def encode(self, pixels: np.ndarray) -> np.ndarray:
-        if pixels.ndim != 4 or pixels.shape[:2] != (1, 3) or pixels.dtype != np.float32:
-            raise ValueError(f"pixels must be float32 (1, 3, H, W), got {pixels.dtype} {pixels.shape}")
-        size = self.spec.check_size(pixels.shape[2])
+        size = self.spec.check_pixels(pixels)
         compiled = self._compiled_for(size)
         request = compiled.create_infer_request()
         key = id(request)

@@ -66,6 +66,17 @@ def test_an_output_of_the_wrong_batch_is_refused_not_sliced(variants, runtime):
         spec.check_output(np.zeros((2, 4, 64), np.float32), 128)
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_pixels_that_are_not_one_float32_rgb_image_are_refused_before_any_work(tiny_models, runtime):
+    vision = load_vision(tiny_models.vision, 2, runtime, expect_dim=64, precision="f32")
+    assert vision.embed_dim == 64
+    for pixels in (np.zeros((1, 3, 64), np.float32), np.zeros((1, 1, 64, 64), np.float32),
+                   np.zeros((2, 3, 64, 64), np.float32), np.zeros((1, 3, 64, 64), np.float64),
+                   np.zeros((1, 3, 64, 128), np.float32)):  # was: ONNX Runtime blamed the graph, OpenVINO a shape
+        with pytest.raises(ValueError, match=r"pixels must be float32 \(1, 3, S, S\), got"):
+            vision.encode(pixels)
+
+
 def test_weights_in_a_separate_file_load(variants, tiny_models):
     from fastvlm.weights.resolve import external_data
 

@@ -12,7 +12,8 @@ from ..engine import preprocess
 from .errors import ApiError
 from .settings import ApiSettings
 
-_DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^;,]*)*),(?P<data>.*)", re.DOTALL)
+_DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^;,]*)*),(?P<data>.*)",
+                       re.DOTALL | re.IGNORECASE)  # "DATA:" too: a scheme is case-insensitive
 HINT = "send the image inline as a data URL: data:image/jpeg;base64,<base64 bytes>"
 
 

@@ -81,7 +81,7 @@ def load_image(source: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS,
 def data_url_bytes(url: str) -> bytes:
     """The bytes of a base64 `data:` URL: all after its first comma, strict base64 (no whitespace), possibly
     empty. Its media type is not checked (callers do). A ValueError saying what is wrong."""
-    if not url.startswith("data:"):
+    if url[:5].lower() != "data:":  # a URL's scheme is case-insensitive (RFC 3986)
         raise ValueError(f"{url[:16]!r} is not a data URL: it must start with 'data:'")
     try:
         return base64.b64decode(url.partition(",")[2], validate=True)

@@ -17,10 +17,11 @@ from .settings import McpSettings
 
 ASK_IMAGE, DESCRIBE_IMAGE = "ask_image", "describe_image"
 
+_IMAGE_FORM = "a base64 data URL, e.g. 'data:image/png;base64,iVBORw0KGgo...' (" + FORMATS_HINT + ")"
 _IMAGE_HELP = (
-    "The image inline as a base64 data URL, e.g. 'data:image/png;base64,iVBORw0KGgo...' (" + FORMATS_HINT +
-    "). Exactly one image per call. Remote http(s) URLs and file paths are refused: read or download the "
-    "image yourself and send its bytes. At most {mb} MB per request and {mp} megapixels."
+    "The image inline as " + _IMAGE_FORM + ". Exactly one image per call. Remote http(s) URLs and file paths are "
+    "refused: read or download the image yourself and send its bytes. At most {mb} MB per request and {mp} "
+    "megapixels."
 )
 _RESOLUTION_HELP = (
     "Optional image size the model sees: 1024 (its trained size, reads fine text; default {default}) or 512 "
@@ -107,7 +108,7 @@ def parse_call(name: str, arguments: dict[str, Any], settings: McpSettings) -> T
         raise ToolError(f"there is no tool {name!r} here: use {ASK_IMAGE} or {DESCRIBE_IMAGE}")
     image = arguments.get("image")
     if not isinstance(image, str) or not image.strip():
-        raise ToolError("'image' is missing: " + _IMAGE_HELP.split(". ")[0].lower())
+        raise ToolError("'image' is missing: send the image inline as " + _IMAGE_FORM)
     if name == DESCRIBE_IMAGE:
         question = settings.describe_question
     else:

@@ -1,5 +1,6 @@
 """A client that gives up before its answer begins costs no encode and no prefill (issue #20 item 7): `Gate.open`
-watches `gone()` while it waits in line and while the first event (encode, prefill) is being made."""
+watches `gone()` while it waits in line and while the first event (encode, prefill) is being made; closing the
+events frees the place once and stops the step in flight."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import time
 
 import anyio
 import numpy as np
+import pytest
 
 from fastvlm import EngineConfig, Request
 from fastvlm.api.settings import ApiSettings
-from fastvlm.api.streaming import Gate
+from fastvlm.api.streaming import EngineEvents, Gate
+from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.engine import Engine
-from fastvlm.engine.events import Done
+from fastvlm.engine.events import Done, TextDelta
 from fastvlm.engine.vision import EncodeCancelled
 from tests.fakes import FakeLM, FakeVision
 
@@ -98,3 +101,31 @@ def test_a_cancelled_call_stops_the_encode_it_waits_for():
     admitted = anyio.run(main)
     assert time.monotonic() - t0 < 3 and vision.calls == 1 and vision._stop.is_set()
     assert admitted == 0 and not engine.busy
+
+
+def test_a_client_that_leaves_is_noticed_within_a_few_tenths_of_a_second():
+    vision = EncodeUntilCancelled()
+    first, took, _ = _open(_engine(vision), _gone_after(0.3))  # asked at once, then every GONE_POLL_S
+    assert isinstance(first, Done) and 0.3 <= took < 0.9
+
+
+@pytest.mark.parametrize("token", [CancelToken(), None])
+def test_closing_the_events_twice_gives_the_place_back_once_and_stops_the_step_in_flight(token):
+    closed = []
+
+    def events():
+        try:
+            yield TextDelta("a")
+            yield TextDelta("b")
+        finally:
+            closed.append("generator")
+
+    async def main():
+        stream = EngineEvents(events(), anyio.CapacityLimiter(1), lambda: closed.append("place"), token)
+        await stream.start()
+        await stream.aclose()
+        await stream.aclose()
+
+    anyio.run(main)
+    assert closed == ["generator", "place"]
+    assert token is None or token.cancelled

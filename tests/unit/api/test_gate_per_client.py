@@ -44,13 +44,15 @@ def test_a_client_with_its_share_waits_while_others_get_in():
         local = [await gate.open(_request(), client=HERE) for _ in range(4)]
         await held.pop().aclose()
         again = await gate.open(_request(), client=A)  # a place given back is A's to use
+        with pytest.raises(ApiError):
+            await gate.open(_request(), client=A)  # that one place only
         for events in [*held, other, *local, again]:
             await events.aclose()
-        return refused.value, gate._admitted
+        return refused.value, gate._admitted, dict(gate._by_client)
 
-    refused, admitted = anyio.run(main)
+    refused, admitted, shares = anyio.run(main)
     assert refused.status == 503 and refused.code == "engine_busy" and "others get a turn" in refused.message
-    assert admitted == 0
+    assert admitted == 0 and shares == {}  # nothing kept of a client whose requests have all ended
 
 
 def test_no_share_limit_with_zero():

@@ -129,3 +129,25 @@ def test_closing_the_events_twice_gives_the_place_back_once_and_stops_the_step_i
     anyio.run(main)
     assert closed == ["generator", "place"]
     assert token is None or token.cancelled
+
+
+def test_events_closed_from_a_cancelled_task_close_the_engines_generator_before_going_on():
+    """An MCP call the client cancels closes its events in a cancelled scope: the generator (which holds the
+    engine) must be closed then, not whenever it is garbage collected."""
+    closed = []
+
+    def events():
+        try:
+            yield TextDelta("a")
+        finally:
+            closed.append("generator")
+
+    async def main():
+        stream = EngineEvents(events(), anyio.CapacityLimiter(1), lambda: closed.append("place"))
+        await stream.start()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await stream.aclose()
+        return list(closed), stream  # the stream still referenced: nothing was closed by its collection
+
+    assert anyio.run(main)[0] == ["generator", "place"]

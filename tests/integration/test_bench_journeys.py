@@ -51,7 +51,7 @@ def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
 
 
 def test_verdicts_follow_the_targets_per_resolution():
-    journeys = {"cold": {"median_s": 1.0}, "voice": {"median_s": 0.9},
+    journeys = {"cold": {"median_s": 1.0}, "voice": {"median_s": 0.9, "over_silence": 0.6},
                 "live": {"median_s": 1.0, "offered": 10, "skipped": 2, "lag_s": 3.0},
                 "upload_ask_early": {"median_s": 9}}
     assert verdicts(journeys, 1024) == {"cold": True, "voice": True, "live": False}  # 20 % skipped

@@ -104,3 +104,16 @@ def test_bench_voice_judges_each_size_on_the_voice_journeys_target(capsys):
     assert "misses the 0.8 s target" in lines["512"] and "meets the 1.0 s target" in lines["1024"]
     assert "no target at 768 px" in lines["768"]
     assert verdicts({"voice": {"median_s": 0.9}}, 512) == {"voice": False}  # the journeys agree
+
+
+def test_the_voice_misses_when_its_first_sound_is_over_065_of_the_silence_rules_even_in_time(capsys):
+    """Issue #22 sets two targets on the voice journey; the verdict judged only the median (the ratio was printed
+    beside it, for a person to judge)."""
+    quick = {"voice": {**_timing(0.7, 0.8), "wer": 0.0, "end_of_turn": "semantic", "over_silence": 0.68}}
+    assert verdicts(quick, 512) == {"voice": False}
+    assert verdicts({"voice": quick["voice"] | {"over_silence": 0.65}}, 512) == {"voice": True}
+    assert verdicts({"voice": quick["voice"] | {"over_silence": 0.6, "median_s": 0.81}}, 512) == {"voice": False}
+    print_journeys(report(quick, 512))
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("voice:")]
+    assert "0.68× the fixed-silence rule" in line
+    assert line.endswith("MISSES target median ≤ 0.8 s, ≤ 0.65× the fixed-silence rule")

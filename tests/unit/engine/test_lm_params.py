@@ -37,3 +37,24 @@ def test_every_op_stays_on_the_cpu_and_the_context_is_the_configs(llama_cpp):
     exact = context_params(llama_cpp, replace(CONFIG, kv_f32=True, flash_attn=False))
     assert exact.type_k == exact.type_v == llama_cpp.GGML_TYPE_F32
     assert exact.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    assert c.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO  # None: llama.cpp decides
+    forced = context_params(llama_cpp, replace(CONFIG, flash_attn=True))
+    assert forced.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+
+
+def test_libggml_is_opened_where_this_process_loaded_it_else_beside_libllama(llama_cpp, monkeypatch):
+    from fastvlm.engine import llamalib
+
+    opened = []
+
+    class Lib:
+        def __init__(self, path):
+            opened.append(path)
+            self.ggml_backend_dev_count = self.ggml_backend_load_all_from_path = lambda: None
+
+    monkeypatch.setattr(llamalib.ctypes, "CDLL", Lib)
+    monkeypatch.setattr(llamalib, "_loaded_ggml", lambda: Path("/opt/x/libggml.so.0"))
+    llamalib._ggml(llama_cpp)
+    monkeypatch.setattr(llamalib, "_loaded_ggml", lambda: None)  # /proc/self/maps unreadable or silent
+    llamalib._ggml(llama_cpp)
+    assert opened == ["/opt/x/libggml.so.0", str(llamalib.library_dir(llama_cpp) / "libggml.so.0")]

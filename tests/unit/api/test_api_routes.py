@@ -88,3 +88,15 @@ def test_predict_hands_the_forms_prompt_and_max_tokens_to_the_engine():
     asked, bare = engine.requests
     assert (asked.question, asked.options.max_new_tokens) == ("What is it?", 7)
     assert bare.question == "" and bare.options.max_new_tokens == 256  # the engine's default
+
+
+def test_every_chunk_and_message_is_choice_0_as_openais_clients_join_them():
+    from fastvlm.api.schema import Completion
+    from fastvlm.engine.events import Stats
+
+    completion = Completion("fastvlm")
+    chunks = [completion.chunk({"role": "assistant", "content": ""}), completion.chunk({"content": "A"}),
+              completion.chunk({}, "stop")]
+    assert [c["choices"][0]["index"] for c in chunks] == [0, 0, 0]
+    assert len({c["id"] for c in chunks}) == 1  # one id for the whole stream
+    assert completion.message("A", Stats(), [])["choices"][0]["index"] == 0

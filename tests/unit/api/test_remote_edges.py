@@ -39,9 +39,9 @@ class Server:
         return [json.loads(r.content) for r in self.requests if r.url.path == path]
 
 
-def remote(reply) -> tuple[RemoteEngine, Server]:
+def remote(reply, **kw) -> tuple[RemoteEngine, Server]:
     server = Server(reply)
-    engine = RemoteEngine("http://server.test/v1")
+    engine = RemoteEngine("http://server.test/v1", **kw)
     engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(server))
     return engine, server
 
@@ -79,6 +79,7 @@ def test_stop_strings_go_only_when_there_are_some():
     engine.answer(Request(IMG, "q", options=GenerationOptions(stop=("END",))))
     plain, stopped = server.bodies("/v1/chat/completions")
     assert "stop" not in plain and stopped["stop"] == ["END"]
+    assert plain["stream"] is True and plain["stream_options"] == {"include_usage": True}  # usage comes at the end
 
 
 def test_busy_with_wait_0_is_refused_here_and_any_other_wait_goes_to_the_server():
@@ -91,6 +92,7 @@ def test_busy_with_wait_0_is_refused_here_and_any_other_wait_goes_to_the_server(
         next(engine.stream(Request(IMG, "q"), wait=0))
     assert len(server.requests) == 2
     assert engine.answer(Request(IMG, "q"), wait=5).text == "ab"  # the server may queue it
+    assert engine.busy  # the first answer still streams
     first.close()
     assert not engine.busy and len(server.requests) == 3
     waits = [body.get("queue_wait_s", "the server's own") for body in server.bodies("/v1/chat/completions")]
@@ -105,6 +107,36 @@ def test_a_stream_without_usage_counts_its_pieces():
     assert engine.answer(Request(IMG, "q")).stats.new_tokens == 7
 
 
+def test_the_times_are_this_clients_from_sending_to_the_first_piece_and_the_end():
+    ticks = iter([10.0, 11.5, 14.0, 20.0, 23.0])  # sent, first piece, end; then sent, end of an empty answer
+    engine, _ = remote(lambda r: httpx.Response(200, content=sse("a", "b")), clock=lambda: next(ticks))
+    stats = engine.answer(Request(IMG, "q")).stats
+    assert (stats.ttft_s, stats.decode_s, stats.total_s) == (1.5, 2.5, 4.0)
+    engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(
+        lambda r: httpx.Response(200, content=sse())))
+    stats = engine.answer(Request(IMG, "q")).stats
+    assert (stats.ttft_s, stats.decode_s, stats.total_s) == (3.0, 0.0, 3.0)  # nothing said: first token at the end
+
+
+def test_the_first_choice_is_read_and_data_lines_may_omit_the_space():
+    chunk = {"choices": [{"delta": {"content": "mine"}}, {"delta": {"content": "another's"}}]}
+    body = f"data:{json.dumps(chunk)}\n\ndata:[DONE]\n\n".encode()
+    engine, _ = remote(lambda r: httpx.Response(200, content=body))
+    assert engine.answer(Request(IMG, "q")).text == "mine"
+
+
+def test_a_server_that_cannot_be_reached_is_no_prepare_and_a_described_error():
+    def unreachable(request):
+        raise httpx.ConnectError("connection refused", request=request)
+
+    engine, _ = remote(unreachable)
+    assert engine.prepare(IMG) is False
+    info = engine.describe()
+    assert (info["model"], info["synthetic"], info["backend"], info["busy"]) == ("", False, "http://server.test",
+                                                                                  False)
+    assert "could not reach http://server.test" in info["error"]
+
+
 def test_a_prepare_is_sent_only_where_it_can_help_and_true_only_when_the_server_prepared():
     replies = iter([httpx.Response(200, json={"prepared": True}), httpx.Response(200, json={"prepared": False}),
                     httpx.Response(500, json={"prepared": True}), httpx.Response(404)])
@@ -112,6 +144,10 @@ def test_a_prepare_is_sent_only_where_it_can_help_and_true_only_when_the_server_
     assert engine.prepare(IMG, words="what is") is False and server.requests == []  # no question goes there
     assert [engine.prepare(IMG) for _ in range(4)] == [True, False, False, False]
     assert engine.prepare(IMG) is False and len(server.requests) == 4  # a server without it is not asked again
+    engine, server = remote(lambda r: httpx.Response(405))
+    assert [engine.prepare(IMG), engine.prepare(IMG)] == [False, False] and len(server.requests) == 1
+    engine, server = remote(lambda r: httpx.Response(200, text="prepared, I think"))  # not JSON
+    assert [engine.prepare(IMG), engine.prepare(IMG)] == [False, False] and len(server.requests) == 2
 
 
 @pytest.mark.parametrize("status, raised, words", [
@@ -133,3 +169,6 @@ def test_an_error_that_is_not_openais_shows_the_start_of_its_body():
     with pytest.raises(RemoteError, match=r"answered HTTP 502: <html>x{194}$"):
         engine.answer(Request(IMG, "q"))
     assert not engine.busy
+    engine, _ = remote(lambda r: httpx.Response(502))  # no body at all: the status's own words
+    with pytest.raises(RemoteError, match=r"answered HTTP 502: Bad Gateway$"):
+        engine.answer(Request(IMG, "q"))

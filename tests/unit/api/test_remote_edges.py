@@ -110,12 +110,14 @@ def test_a_stream_without_usage_counts_its_pieces():
 def test_the_times_are_this_clients_from_sending_to_the_first_piece_and_the_end():
     ticks = iter([10.0, 11.5, 14.0, 20.0, 23.0])  # sent, first piece, end; then sent, end of an empty answer
     engine, _ = remote(lambda r: httpx.Response(200, content=sse("a", "b")), clock=lambda: next(ticks))
-    stats = engine.answer(Request(IMG, "q")).stats
-    assert (stats.ttft_s, stats.decode_s, stats.total_s) == (1.5, 2.5, 4.0)
+    events = list(engine.stream(Request(IMG, "q")))
+    stats = events[-1].stats
+    assert (events[0].ttft_s, stats.ttft_s, stats.decode_s, stats.total_s) == (1.5, 1.5, 2.5, 4.0)
     engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(
         lambda r: httpx.Response(200, content=sse())))
-    stats = engine.answer(Request(IMG, "q")).stats
-    assert (stats.ttft_s, stats.decode_s, stats.total_s) == (3.0, 0.0, 3.0)  # nothing said: first token at the end
+    first, done = list(engine.stream(Request(IMG, "q")))
+    stats = done.stats  # nothing said: its first token is at the end
+    assert (first.ttft_s, stats.ttft_s, stats.decode_s, stats.total_s) == (3.0, 3.0, 0.0, 3.0)
 
 
 def test_the_first_choice_is_read_and_data_lines_may_omit_the_space():

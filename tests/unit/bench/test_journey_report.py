@@ -117,3 +117,28 @@ def test_the_voice_misses_when_its_first_sound_is_over_065_of_the_silence_rules_
     (line,) = [line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("voice:")]
     assert "0.68× the fixed-silence rule" in line
     assert line.endswith("MISSES target median ≤ 0.8 s, ≤ 0.65× the fixed-silence rule")
+
+
+def test_the_plot_draws_each_timed_journey_to_scale_with_its_target_in_red(tmp_path):
+    from PIL import Image
+
+    from fastvlm.bench.journey_report import draw_journeys
+
+    nan = float("nan")
+    journeys = {"upload_ask": _timing(0.1, 0.3), "stop": _timing(0.05, 0.5), "upload_ask_early": _timing(nan, nan)}
+    path = draw_journeys(report(journeys, 512), tmp_path / "perf" / "plots" / "journeys.png")  # folders made
+    img = Image.open(path).convert("RGB")
+    assert img.size == (900, 60 + 34 * 2 + 20)  # two rows: a journey with no median (NaN) is left out
+    scale = 0.5 * 1.1  # the longest p90 or target, with a tenth to spare
+
+    def x(seconds: float) -> int:
+        return round(160 + (900 - 160 - 60) * seconds / scale)
+
+    blue, red, white = (66, 133, 244), (220, 0, 0), (255, 255, 255)
+    for row, (median, p90, target) in enumerate(((0.1, 0.3, 0.2), (0.05, 0.5, 0.3))):
+        y = 50 + row * 34 + 15  # the middle of the row's bar
+        assert img.getpixel((x(median) - 2, y)) == blue and img.getpixel((170, y)) == blue  # the median, filled
+        assert img.getpixel((x(median) + 3, y)) in (white, red)  # then the p90's outline only
+        assert img.getpixel((x(p90), y)) == blue or img.getpixel((x(p90) - 1, y)) == blue
+        assert img.getpixel((x(p90) + 3, y)) != blue
+        assert img.getpixel((x(target), y - 10)) == red

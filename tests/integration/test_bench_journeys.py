@@ -34,6 +34,7 @@ def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
     live = j["live"]
     assert live["answered"] + live["skipped"] == live["offered"] == len(live["runs"]) + live["skipped"]
     assert all(row["lag_s"] >= row["end_s"] >= row["ttft_s"] > 0 for row in live["runs"])
+    assert len(j["cold"]["runs"]) == report["settings"]["repeats"]  # one warm-up run made, and left out
     stops = j["stop"]["runs"]
     assert len(stops) == 2 * report["settings"]["repeats"] and all(r["idle"] for r in stops)
     assert {r["aimed_at"] for r in stops} == {"encode", "prefill"}

@@ -3,7 +3,7 @@ token pieces, the repeat penalty's first tokens, which positions pay for logits,
 close that frees once.
 
 Where llama.cpp's own answer has to differ from the tiny model's (a GGUF with no name, a longer piece), its
-functions are wrapped by `Patched`, one function changed and the rest passed through."""
+functions are wrapped by `test_lm_limits.Patched`, one function changed and the rest passed through."""
 
 from __future__ import annotations
 
@@ -19,16 +19,7 @@ from fastvlm.engine.engine import Engine
 from fastvlm.engine.kv import Tokens
 from fastvlm.engine.lm import LlamaLM
 from tests.integration.test_lm_interrupt import fresh_answer
-
-
-class Patched:
-    """llama-cpp-python with the functions given as keywords replaced."""
-
-    def __init__(self, ll, **functions):
-        self._ll, self._functions = ll, functions
-
-    def __getattr__(self, name):
-        return self._functions.get(name) or getattr(self._ll, name)
+from tests.integration.test_lm_limits import Patched
 
 
 @pytest.fixture

@@ -82,18 +82,14 @@ def test_the_repeat_penalty_counts_the_prompts_tokens(tiny_config):
         lm.close()
 
 
-class RefusingCuts:
-    """llama.cpp's functions, but a cut of the KV cache part way is refused (`llama_memory_seq_rm` returns False,
-    as llama.cpp allows for memory that cannot cut part way)."""
+class Patched:
+    """llama-cpp-python with the functions given as keywords replaced, the rest passed through."""
 
-    def __init__(self, ll):
-        self._ll = ll
+    def __init__(self, ll, **functions):
+        self._ll, self._functions = ll, functions
 
     def __getattr__(self, name):
-        return getattr(self._ll, name)
-
-    def llama_memory_seq_rm(self, *args) -> bool:
-        return False
+        return self._functions.get(name) or getattr(self._ll, name)
 
 
 def test_a_refused_cut_of_the_kv_cache_prefills_the_prompt_again_from_its_start(tiny_config):
@@ -104,7 +100,8 @@ def test_a_refused_cut_of_the_kv_cache_prefills_the_prompt_again_from_its_start(
         _, expected = first_tokens(lm, prompt.format("dog"), 1.0, n=8)  # the dog prompt, from an empty cache
         lm.reset()
         lm.prefill([Tokens(cat)])
-        lm._ll = RefusingCuts(lm._ll)
+        lm._ll = Patched(lm._ll, llama_memory_seq_rm=lambda *args: False)  # a cut part way refused, as llama.cpp
+        # allows for memory that cannot cut part way
         assert lm.prefill([Tokens(dog)]) == 0  # nothing kept (was RuntimeError "internal: chunk at 8, context holds 0")
         tokens = lm.generate(GenerationOptions(repeat_penalty=1.0))  # as `first_tokens`
         try:

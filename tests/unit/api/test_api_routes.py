@@ -5,7 +5,6 @@ prompt and max_tokens to the engine."""
 
 from __future__ import annotations
 
-import io
 import time
 
 import numpy as np
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from fastvlm.api import ApiSettings, build_router
 from fastvlm.engine.events import TextDelta
+from tests.unit.api.test_api_convert import png_bytes
 
 
 class Described:
@@ -70,21 +70,14 @@ class Answering(Described):
         yield TextDelta("ok")
 
 
-def png() -> bytes:
-    from PIL import Image
-
-    out = io.BytesIO()
-    Image.fromarray(np.full((8, 8, 3), 90, np.uint8)).save(out, "PNG")
-    return out.getvalue()
-
-
 def test_predict_hands_the_forms_prompt_and_max_tokens_to_the_engine():
+    png = png_bytes(np.full((8, 8, 3), 90, np.uint8))
     engine = Answering()
     with served(engine) as http:
-        r = http.post("/predict", files={"image": ("a.png", png(), "image/png")},
+        r = http.post("/predict", files={"image": ("a.png", png, "image/png")},
                       data={"prompt": "What is it?", "max_tokens": "007"})
         assert (r.status_code, r.text) == (200, "ok")
-        assert http.post("/predict", files={"image": ("a.png", png(), "image/png")}).status_code == 200
+        assert http.post("/predict", files={"image": ("a.png", png, "image/png")}).status_code == 200
     asked, bare = engine.requests
     assert (asked.question, asked.options.max_new_tokens) == ("What is it?", 7)
     assert bare.question == "" and bare.options.max_new_tokens == 256  # the engine's default

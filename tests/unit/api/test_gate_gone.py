@@ -109,19 +109,22 @@ def test_a_client_that_leaves_is_noticed_within_a_few_tenths_of_a_second():
     assert isinstance(first, Done) and 0.3 <= took < 0.9
 
 
+def recorded(closed: list[str], *texts: str):
+    """The engine's events for `texts`, noting in `closed` when the generator is closed."""
+    try:
+        for text in texts:
+            yield TextDelta(text)
+    finally:
+        closed.append("generator")
+
+
 @pytest.mark.parametrize("token", [CancelToken(), None])
 def test_closing_the_events_twice_gives_the_place_back_once_and_stops_the_step_in_flight(token):
     closed = []
 
-    def events():
-        try:
-            yield TextDelta("a")
-            yield TextDelta("b")
-        finally:
-            closed.append("generator")
-
     async def main():
-        stream = EngineEvents(events(), anyio.CapacityLimiter(1), lambda: closed.append("place"), token)
+        stream = EngineEvents(recorded(closed, "a", "b"), anyio.CapacityLimiter(1), lambda: closed.append("place"),
+                              token)
         await stream.start()
         await stream.aclose()
         await stream.aclose()
@@ -136,14 +139,8 @@ def test_events_closed_from_a_cancelled_task_close_the_engines_generator_before_
     engine) must be closed then, not whenever it is garbage collected."""
     closed = []
 
-    def events():
-        try:
-            yield TextDelta("a")
-        finally:
-            closed.append("generator")
-
     async def main():
-        stream = EngineEvents(events(), anyio.CapacityLimiter(1), lambda: closed.append("place"))
+        stream = EngineEvents(recorded(closed, "a"), anyio.CapacityLimiter(1), lambda: closed.append("place"))
         await stream.start()
         with anyio.CancelScope() as scope:
             scope.cancel()

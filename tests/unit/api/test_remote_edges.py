@@ -42,8 +42,14 @@ class Server:
 def remote(reply, **kw) -> tuple[RemoteEngine, Server]:
     server = Server(reply)
     engine = RemoteEngine("http://server.test/v1", **kw)
-    engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(server))
+    answer_with(engine, server)
     return engine, server
+
+
+def answer_with(engine: RemoteEngine, reply) -> None:
+    """`engine`'s requests answered by `reply` from now on (its own HTTP client closed)."""
+    engine._http.close()
+    engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(reply))
 
 
 def encoded(fmt: str) -> bytes:
@@ -113,8 +119,7 @@ def test_the_times_are_this_clients_from_sending_to_the_first_piece_and_the_end(
     events = list(engine.stream(Request(IMG, "q")))
     stats = events[-1].stats
     assert (events[0].ttft_s, stats.ttft_s, stats.decode_s, stats.total_s) == (1.5, 1.5, 2.5, 4.0)
-    engine._http = httpx.Client(base_url=engine.base_url, transport=httpx.MockTransport(
-        lambda r: httpx.Response(200, content=sse())))
+    answer_with(engine, lambda r: httpx.Response(200, content=sse()))
     first, done = list(engine.stream(Request(IMG, "q")))
     stats = done.stats  # nothing said: its first token is at the end
     assert (first.ttft_s, stats.ttft_s, stats.decode_s, stats.total_s) == (3.0, 3.0, 0.0, 3.0)

@@ -46,3 +46,13 @@ def test_q4_0_is_written_by_llama_cpp_and_doctor_gates_it_like_the_others(tiny_m
                            compare=lambda *a, quant=quant, **k: found[quant])
         assert s.checks[0].status == want, s.checks[0].detail
         assert f"llm-{quant}.gguf vs llm.gguf" in s.checks[0].detail
+
+
+def test_the_prompts_chatml_markers_are_read_as_the_models_special_tokens(tiny_models):
+    """Both files must see `<|im_start|>` as the one token the model was trained on, not as its letters."""
+    from fastvlm.verify.quant_check import teacher_forced_logits
+
+    ids, logits = teacher_forced_logits(tiny_models.llm, ["<|im_start|>user\nhi<|im_end|>"], threads=2)
+    plain, _ = teacher_forced_logits(tiny_models.llm, ["user\nhi"], threads=2)
+    assert len(ids[0]) == len(plain[0]) + 2, (ids, plain)  # each marker one id
+    assert logits[0].shape[0] == len(ids[0])  # a distribution at every position

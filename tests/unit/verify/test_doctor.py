@@ -199,3 +199,42 @@ def test_the_machine_section_warns_when_vectors_are_narrow(narrow, monkeypatch):
     assert [c.status for c in speed] == (["warn"] if narrow else [])  # shown with its fix; the exit code unchanged
     if narrow:
         assert "AVX-512" in speed[0].detail and "--resolution 512" in speed[0].fix and "--vision int8" in speed[0].fix
+
+
+@pytest.mark.parametrize("top1, kl, status", [
+    (checks.QUANT_TOP1_MIN, 0.01, "ok"), (checks.QUANT_TOP1_MIN - 0.001, 0.01, "fail"),
+    (0.97, checks.QUANT_KL_MAX, "ok"), (0.97, checks.QUANT_KL_MAX + 0.001, "fail")])
+def test_quant_gates_take_their_limits_and_refuse_past_them(top1, kl, status):
+    s = Section("q")
+    checks.quant_check(Path("llm-q4.gguf"), Path("llm-bf16.gguf"), s,
+                       compare=lambda q, r, threads=None: QuantCheck(q, r, 100, top1, kl, kl))
+    assert s.checks[0].status == status
+
+
+@pytest.mark.parametrize("worst, status", [(0.99, "ok"), (0.9899, "fail")])
+def test_the_vision_gate_takes_its_limit(monkeypatch, worst, status):
+    monkeypatch.setattr(checks, "embedding_cosines", lambda ref, cand, size: {"red_disc": 0.9999, "digits": worst})
+    s = Section("gate")
+    passed = checks.vision_gate(engine(b"Red"), engine(b"Red"), s, "cand", 0.99, must_agree=True)
+    assert s.checks[0].status == status and passed == (status == "ok")
+
+
+def test_long_answers_are_quoted_cut_to_their_width():
+    assert checks._quote("a" * 10, 10) == repr("a" * 10)
+    assert checks._quote("a" * 11, 10) == repr("a" * 9 + "…")  # ten characters with the ellipsis
+    assert checks._quote("b" * 100) == repr("b" * 79 + "…")  # 80 by default
+
+
+def test_the_report_gives_each_fix_once_and_counts_warnings():
+    s = Section("Files")
+    s.add("fail", "a", "broken", "download again")
+    s.add("fail", "b", "broken too", "download again")  # the same fix: said once
+    s.add("warn", "c", "slow", "use 512")
+    s.add("ok", "d", "fine", "never shown for a passing check")
+    s.add("skip", "e", "skipped", "nor for a skipped one")
+    text = render([s])
+    assert text.count("fix: download again") == 1 and "fix: use 512" in text
+    assert "never shown" not in text and "nor for" not in text
+    assert text.endswith("2 problem(s) found, 1 warning(s)")
+    assert render([Section("empty")]).endswith("no problems found")
+    assert to_json([s], None)["facts"] == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fastvlm.verify.compare import CaseResult
 from fastvlm.verify.parity import ParityReport
@@ -35,24 +36,21 @@ def test_nan_fails_every_gate():
     assert not report.passed
 
 
-def test_a_nan_step_of_the_forced_logits_is_kept(monkeypatch):
-    """run_case's max over the teacher-forced steps: a NaN at step 2 of 3 was dropped by Python's max()."""
+def _run_case(monkeypatch, ref_logits, forced, *, emb, feats, engine_tokens=(7, 7, 7), first=None):
+    """`run_case` on recorded arrays: transformers' side gives `ref_logits` and `feats`, ours `forced` and `emb`."""
     import fastvlm.verify.compare as compare
     from fastvlm.engine.kv import Image, Tokens
 
-    vocab = 8
-    ref = [np.arange(vocab, dtype=np.float32) for _ in range(3)]
-    monkeypatch.setattr(compare, "reference_greedy", lambda model, ids, pixels, n: ([7, 7, 7], ref,
-                                                                                   np.ones((4, 2), np.float32)))
+    ref_tokens = [int(lg.argmax()) for lg in ref_logits]
+    monkeypatch.setattr(compare, "reference_greedy", lambda model, ids, pixels, n: (ref_tokens, ref_logits, feats))
 
     class Probe:
-        parts = (Tokens((1, 2)), Image("k", np.ones((4, 2), np.float32)), Tokens((3,)))
-        tokens, logits = [7, 7, 7], [np.arange(vocab, dtype=np.float32)]
+        parts = (Tokens((1, 2)), Image("k", emb), Tokens((3,)))
+        tokens, logits = list(engine_tokens), [ref_logits[0] if first is None else first]
 
         def forced_logits(self, parts, continuation):
-            out = [np.arange(vocab, dtype=np.float32) for _ in continuation]
-            out[1][:] = np.nan
-            return out
+            assert list(continuation) == ref_tokens  # teacher-forced on transformers' tokens
+            return forced
 
     class Engine:
         vision = object()
@@ -60,5 +58,42 @@ def test_a_nan_step_of_the_forced_logits_is_kept(monkeypatch):
         def answer(self, request):
             return None
 
-    case = compare.run_case(None, Engine(), Probe(), None, "square", "q", 3, "default", 0, 99, None)
+    return compare.run_case(None, Engine(), Probe(), None, "square", "q", len(ref_logits), "default", 0, 99, None)
+
+
+def test_a_nan_step_of_the_forced_logits_is_kept(monkeypatch):
+    """run_case's max over the teacher-forced steps: a NaN at step 2 of 3 was dropped by Python's max()."""
+    ref = [np.arange(8, dtype=np.float32) for _ in range(3)]
+    forced = [np.arange(8, dtype=np.float32) for _ in range(3)]
+    forced[1][:] = np.nan
+    case = _run_case(monkeypatch, ref, forced, emb=np.ones((4, 2), np.float32), feats=np.ones((4, 2), np.float32))
     assert np.isnan(case.forced_logits_diff)
+
+
+def test_run_case_measures_each_number_the_gates_read(monkeypatch):
+    """Cosine, logit differences, top-1 agreement and the reference's smallest margin, on arrays whose values
+    are known: a cosine of 1/sqrt(2), one forced step with another argmax, one step decided by 0.25."""
+    ref = [np.array(row, np.float32) for row in ([0, 1, 3, 2], [0, 2, 1, 2.25], [5, 0, 0, 0])]
+    forced = [r.copy() for r in ref]
+    forced[1] = np.array([0, 3, 1, 2], np.float32)  # argmax 1, not 3; largest difference 1.0
+    first = ref[0] + np.array([0, 0, 0.5, 0], np.float32)
+    emb = np.array([[1.0, 0.0]], np.float32)
+    feats = np.array([[2.0, 2.0]], np.float32)  # cosine 1/sqrt(2) whatever the lengths; max |diff| 2
+    case = _run_case(monkeypatch, ref, forced, emb=emb, feats=feats, first=first)
+    assert case.reference_tokens == (2, 3, 0)
+    assert case.vision_cosine == pytest.approx(2 ** -0.5, abs=1e-6)
+    assert case.vision_diff == pytest.approx(2.0)
+    assert case.first_logits_diff == pytest.approx(0.5)
+    assert case.forced_logits_diff == pytest.approx(1.0)
+    assert case.forced_top1_agree == pytest.approx(2 / 3)
+    assert case.min_margin == pytest.approx(0.25)  # top-1 minus top-2 of the closest step: 2.25 - 2
+
+
+@pytest.mark.parametrize("engine, agreed", [((1, 2, 3), 3), ((1, 2, 4), 2), ((9, 2, 3), 0), ((1, 2), 2)])
+def test_tokens_agree_up_to_the_first_difference(engine, agreed):
+    case = CaseResult("strict", 0, "square", (1, 2, 3), engine, 0.0, 0.0, 1.0, 0.0, 1.0, 0.5)
+    assert case.agreed == agreed
+    report = ParityReport("tiny", 256, 3, (case,), True, True)
+    assert report.passed is (agreed == 3)
+    if agreed < 3:
+        assert f"tokens agree for {agreed} of 3" in " ".join(report.failures())

@@ -66,3 +66,27 @@ def test_closing_during_a_long_load_does_not_wait_for_it_and_the_late_engine_is_
     release.set()
     loader._thread.join(5)
     assert closed == [True] and loader.state == "failed"
+
+
+def test_closing_after_the_load_closes_the_engine_it_built():
+    closed = []
+
+    class Loaded:
+        def close(self):
+            closed.append(True)
+
+    loader = BackgroundLoad(Loaded, {}).start()
+    loader.ready(5)
+    loader.close(wait=5)
+    assert closed == [True]
+
+
+def test_a_failed_load_closes_nothing_and_shows_no_stage():
+    def boom():
+        loader.report("downloading vision.onnx")
+        raise ModelFileError("the Hub is unreachable")
+
+    loader = BackgroundLoad(boom, {"resolution": 512})
+    loader.start().close(wait=5)  # no engine: nothing to close, no error
+    info = loader.describe()
+    assert info["state"] == "failed" and "stage" not in info and "unreachable" in info["error"]

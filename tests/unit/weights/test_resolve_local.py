@@ -75,3 +75,28 @@ def test_a_language_model_that_is_not_a_gguf_is_refused(tmp_path):
     llm.write_bytes(b"GGML" + b"\0" * 60)
     with pytest.raises(ModelFileError, match="not a GGUF file"):
         resolve(vision=vision, llm=llm, hub=NoHub())
+
+
+class CacheOnly:
+    """A Hub whose cache is empty and which fails the test when asked to download."""
+
+    report = None
+
+    def __init__(self, tmp_path):
+        self.own_dir, self.looked = tmp_path / "own", []
+
+    def cached(self, c):
+        self.looked.append(str(c))
+        return None
+
+    def download(self, c):
+        pytest.fail(f"{c} was downloaded")
+
+
+@pytest.mark.parametrize("download, look_only", [(False, False), (True, True), (False, True)])
+def test_no_download_and_look_only_look_in_the_cache_and_fetch_nothing(tmp_path, download, look_only):
+    hub = CacheOnly(tmp_path)
+    with pytest.raises(ModelFileError, match="none of .* is in the Hugging Face cache") as e:
+        resolve(source="prebuilt", hub=hub, download=download, look_only=look_only)
+    assert "onnx-community/FastVLM-0.5B-ONNX/onnx/vision_encoder.onnx" in hub.looked
+    assert "downloads are off (--no-download)" in str(e.value)

@@ -63,3 +63,40 @@ def test_slow_tokenizer_files_with_added_tokens_json_only(tmp_path):
     assert v.tokens[:6] == ("a", "b", "ab", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
     assert v.types == (NORMAL,) * 3 + (CONTROL,) * 3 + (UNUSED,) * 2
     assert (v.endoftext, v.im_start, v.im_end) == (3, 4, 5) and v.merges == ("a b",)
+
+
+def test_added_tokens_json_types_each_token_as_llama_cpp_reads_it(tmp_path):
+    """Special (named in special_tokens_map.json, or `<|...|>`) -> CONTROL, which user text never matches; any
+    other added token (`<image>`) -> USER_DEFINED; the values are gguf's own, not this module's copies."""
+    import gguf
+
+    from fastvlm.convert.vocab import read_vocab
+
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1}))
+    (tmp_path / "merges.txt").write_text("a b\n")
+    added = {"<|endoftext|>": 2, "<|im_start|>": 3, "<|im_end|>": 4, "<image>": 5, "<named>": 6, "half|>": 7}
+    (tmp_path / "added_tokens.json").write_text(json.dumps(added))
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({
+        "eos_token": "<|endoftext|>", "additional_special_tokens": [{"content": "<named>", "lstrip": False}]}))
+    types = dict(zip(read_vocab(tmp_path, 8).tokens, read_vocab(tmp_path, 8).types))
+    control, user = gguf.TokenType.CONTROL, gguf.TokenType.USER_DEFINED
+    assert [types[t] for t in added] == [control, control, control, user, control, user]
+
+
+def test_slow_tokenizer_files_need_both_vocab_and_merges(tmp_path):
+    from fastvlm.convert.vocab import read_vocab
+
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0}))
+    with pytest.raises(FileNotFoundError, match=r"vocab.json \+ merges.txt"):
+        read_vocab(tmp_path, 4)
+
+
+def test_the_chat_template_comes_from_the_checkpoint_else_chatml(tmp_path):
+    from fastvlm.convert.qwen2_gguf import CHAT_TEMPLATE
+    from fastvlm.convert.vocab import read_chat_template
+
+    assert read_chat_template(tmp_path) == CHAT_TEMPLATE
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ from_config }}"}))
+    assert read_chat_template(tmp_path) == "{{ from_config }}"
+    (tmp_path / "chat_template.jinja").write_text("{{ from_jinja }}")
+    assert read_chat_template(tmp_path) == "{{ from_jinja }}"  # the file wins, as transformers reads it

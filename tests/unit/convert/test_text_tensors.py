@@ -16,8 +16,16 @@ pytest.importorskip("gguf")
 EMBED, NORM, HEAD = "model.language_model.embed_tokens.weight", "model.language_model.norm.weight", "lm_head.weight"
 
 
-def checkpoint(tmp_path, names) -> Checkpoint:
-    st.write(tmp_path / "model.safetensors", {n: ("F32", np.zeros((4, 2), np.float32)) for n in names})
+def checkpoint(tmp_path, names, dtype: str = "F32", norm_dtype: str = "F32") -> Checkpoint:
+    """Each named tensor (4, 2) in `dtype`, except 1-D `.norm.` weights in `norm_dtype`; values 1.0 + 2^-10."""
+    value = np.full((4, 2), 1 + 2**-10, np.float32)  # between two bf16 values: a bf16 rounding shows
+
+    def stored(name):
+        if ".norm." in name:
+            return norm_dtype, value[0] if norm_dtype == "F32" else st.f32_to_bf16(value[0])
+        return dtype, value if dtype == "F32" else st.f32_to_bf16(value)
+
+    st.write(tmp_path / "model.safetensors", {n: stored(n) for n in names})
     return Checkpoint(tmp_path, {}, "transformers", (tmp_path / "model.safetensors",))
 
 
@@ -46,3 +54,26 @@ def test_two_tensors_written_under_one_name_are_refused(tmp_path):
     twins = checkpoint(tmp_path, [EMBED, layer + "input_layernorm.weight", layer + "attention_norm.weight"])
     with pytest.raises(CheckpointError, match="incomplete or duplicated"):
         text_tensors(twins, arch(True))
+
+
+@pytest.mark.parametrize("dtype, norm_dtype, bf16", [("F32", "F32", False), ("BF16", "BF16", True),
+                                                     ("BF16", "F32", True), ("F32", "BF16", False)])
+def test_a_source_is_bf16_when_its_matrices_are(tmp_path, dtype, norm_dtype, bf16):
+    """What a quantization starts from: the checkpoint's matrices without loss (BF16 ones as BF16, F32 ones as
+    F32, never rounded to bf16 first); the vectors do not decide."""
+    from fastvlm.convert.text_gguf import source_is_bf16
+
+    ckpt = checkpoint(tmp_path, [EMBED, NORM], dtype, norm_dtype)
+    assert source_is_bf16(ckpt, arch(True)) is bf16
+
+
+@pytest.mark.parametrize("dtype", ["F32", "BF16"])
+def test_bf16_matrices_are_the_checkpoints_rounded_once(tmp_path, dtype):
+    from fastvlm.convert.text_gguf import _as_written
+
+    ckpt = checkpoint(tmp_path, [EMBED, NORM], dtype)
+    embed, norm = (t for _, t in text_tensors(ckpt, arch(True)))
+    written = _as_written(embed, "bf16")
+    assert written.dtype == np.uint16 and written.shape == (4, 2)
+    assert np.array_equal(written, st.f32_to_bf16(np.full((4, 2), 1 + 2**-10, np.float32)))
+    assert _as_written(norm, "bf16").dtype == np.float32  # vectors stay F32

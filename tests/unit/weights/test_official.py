@@ -77,3 +77,25 @@ def test_a_checkpoint_only_partly_in_the_cache_is_fetched_whole(tmp_path):
         assert fake.file_requests() == []  # whole in the cache: nothing asked of the Hub
     finally:
         fake.stop()
+
+
+def test_a_snapshot_is_whole_with_its_config_and_every_shard_its_index_names(tmp_path):
+    import json
+
+    def snapshot(files: dict[str, str]) -> Path:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        return folder
+
+    index = json.dumps({"weight_map": {"a": "model-1.safetensors", "b": "model-2.safetensors"}})
+    assert official._complete(snapshot({"config.json": "{}", "model.safetensors": ""}))
+    assert not official._complete(snapshot({"config.json": "{}"}))
+    assert not official._complete(snapshot({"model.safetensors": ""}))  # no config
+    assert not official._complete(snapshot({"config.json": "{}", "model.safetensors.index.json": index,
+                                            "model-1.safetensors": ""}))  # a stopped download: one shard of two
+    assert official._complete(snapshot({"config.json": "{}", "model.safetensors.index.json": index,
+                                        "model-1.safetensors": "", "model-2.safetensors": ""}))
+    assert not official._complete(snapshot({"config.json": "{}", "model-1.safetensors": "",
+                                            "model.safetensors.index.json": json.dumps({"weight_map": {}})}))

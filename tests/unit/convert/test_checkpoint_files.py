@@ -1,0 +1,44 @@
+"""open_checkpoint on folders written here: a sharded checkpoint read through its index, and the embedding row the
+reference takes for Apple's `<image>` (the first row no token uses, 151646 in Qwen2's vocabulary)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fastvlm.convert import safetensors_np as st
+from fastvlm.convert.checkpoint import TEXT, CheckpointError, open_checkpoint
+
+CONFIG = json.dumps({"model_type": "fast_vlm"})
+
+
+def test_a_sharded_checkpoint_is_read_through_its_index(tmp_path):
+    (tmp_path / "config.json").write_text(CONFIG)
+    st.write(tmp_path / "model-00001-of-00002.safetensors", {TEXT + "embed_tokens.weight": ("F32", np.ones((3, 2)))})
+    st.write(tmp_path / "model-00002-of-00002.safetensors", {TEXT + "norm.weight": ("F32", np.ones(2))})
+    st.write(tmp_path / "stray.safetensors", {"other.weight": ("F32", np.ones(1))})  # not in the index: not read
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        TEXT + "embed_tokens.weight": "model-00001-of-00002.safetensors",
+        TEXT + "norm.weight": "model-00002-of-00002.safetensors"}}))
+    ckpt = open_checkpoint(tmp_path)
+    assert [f.name for f in ckpt.files] == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    assert list(ckpt.index) == [TEXT + "embed_tokens.weight", TEXT + "norm.weight"]
+    assert ckpt.array(TEXT + "norm.weight").tolist() == [1.0, 1.0]
+
+
+def test_a_folder_without_safetensors_says_so(tmp_path):
+    (tmp_path / "config.json").write_text(CONFIG)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\0")
+    with pytest.raises(CheckpointError, match="no .safetensors weights"):
+        open_checkpoint(tmp_path)
+
+
+def test_the_image_row_is_the_first_row_no_token_uses(tmp_path):
+    (tmp_path / "config.json").write_text(CONFIG)
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
+    (tmp_path / "merges.txt").write_text("a b\n")
+    (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5}))
+    st.write(tmp_path / "model.safetensors", {TEXT + "embed_tokens.weight": ("F32", np.zeros((9, 2)))})
+    assert open_checkpoint(tmp_path).unused_token_row() == 6  # rows 6-8 are padding: the first is the image's

@@ -92,3 +92,31 @@ def test_two_keys_read_as_one_name_fail(tmp_path):
     scale = next(e for e in entries if e.name.endswith("network.0.0.layer_scale"))
     with pytest.raises(CheckpointError, match="are both read as"):
         _convert_shrunk(tmp_path, entries + (replace(scale, name=scale.name + ".gamma"),))
+
+
+@pytest.mark.parametrize("gone, message", [
+    ("model.mm_projector.2.weight", "no projector"), ("model.mm_projector.0.weight", "no projector"),
+    ("model.vision_tower.vision_tower.model.conv_exp.reparam_conv.weight", "not an inference-mode FastViT"),
+    ("model.vision_tower.vision_tower.model.patch_embed.0.reparam_conv.weight", "not an inference-mode FastViT")])
+def test_a_vision_tower_or_projector_without_its_ends_is_refused_by_name(tmp_path, gone, message):
+    entries = tuple(e for e in shrunk(MANIFEST.entries) if e.name != gone)
+    assert len(entries) == len(shrunk(MANIFEST.entries)) - 1
+    with pytest.raises(CheckpointError, match=message):
+        vision_arch(open_checkpoint(write_zero_checkpoint(tmp_path, entries, MANIFEST, num_hidden_layers=1)))
+
+
+@pytest.mark.parametrize("heads", [0, 5])
+def test_attention_heads_that_do_not_divide_the_query_are_refused(tmp_path, heads):
+    ckpt = open_checkpoint(write_zero_checkpoint(tmp_path, shrunk(MANIFEST.entries), MANIFEST, num_hidden_layers=1,
+                                                 num_attention_heads=heads))
+    with pytest.raises(CheckpointError, match=rf"num_attention_heads \({heads}\) does not divide"):
+        text_arch(ckpt)
+
+
+@pytest.mark.parametrize("flag, head, tied", [(True, True, True), (False, True, False), (False, False, True)])
+def test_the_head_is_tied_when_config_says_so_or_the_checkpoint_has_none(tmp_path, flag, head, tied):
+    entries = tuple(e for e in shrunk(MANIFEST.entries) if head or e.name != "lm_head.weight")
+    assert head or len(entries) == len(shrunk(MANIFEST.entries)) - 1
+    ckpt = open_checkpoint(write_zero_checkpoint(tmp_path, entries, MANIFEST, num_hidden_layers=1,
+                                                 tie_word_embeddings=flag))
+    assert text_arch(ckpt).tied is tied

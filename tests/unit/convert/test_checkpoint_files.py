@@ -42,3 +42,32 @@ def test_the_image_row_is_the_first_row_no_token_uses(tmp_path):
     (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5}))
     st.write(tmp_path / "model.safetensors", {TEXT + "embed_tokens.weight": ("F32", np.zeros((9, 2)))})
     assert open_checkpoint(tmp_path).unused_token_row() == 6  # rows 6-8 are padding: the first is the image's
+
+
+def _transformers_text(tmp_path, config: dict, head: bool = True):
+    from fastvlm.convert.arch import text_arch
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "fast_vlm", **config}))
+    layer = TEXT + "layers.0."
+    tensors = {TEXT + "embed_tokens.weight": (10, 4), layer + "self_attn.q_proj.weight": (4, 4),
+               layer + "self_attn.k_proj.weight": (2, 4), layer + "mlp.gate_proj.weight": (8, 4)}
+    if head:
+        tensors["lm_head.weight"] = (10, 4)
+    st.write(tmp_path / "model.safetensors", {n: ("F32", np.zeros(s, np.float32)) for n, s in tensors.items()})
+    return text_arch(open_checkpoint(tmp_path))
+
+
+@pytest.mark.parametrize("top, inner, tied", [(None, None, False), (True, None, True), (None, True, True),
+                                               (False, False, False)])
+def test_transformers_layout_reads_text_config_and_a_tie_stated_at_either_level(tmp_path, top, inner, tied):
+    text = {"num_attention_heads": 2, "hidden_size": 4, "rms_norm_eps": 1e-5, **(
+        {} if inner is None else {"tie_word_embeddings": inner})}
+    arch = _transformers_text(tmp_path, {"text_config": text, **({} if top is None else {"tie_word_embeddings": top})})
+    assert (arch.heads, arch.kv_heads, arch.hidden, arch.intermediate, arch.vocab_rows, arch.rms_eps) == (
+        2, 1, 4, 8, 10, 1e-5)
+    assert arch.tied is tied
+
+
+def test_a_config_that_disagrees_with_the_tensors_is_refused(tmp_path):
+    with pytest.raises(CheckpointError, match="config.json says hidden_size=8, the tensors say 4"):
+        _transformers_text(tmp_path, {"text_config": {"num_attention_heads": 2, "hidden_size": 8}})

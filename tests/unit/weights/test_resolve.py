@@ -108,3 +108,32 @@ def test_linking_a_file_in_place_never_touches_another_replicas_link_in_flight(t
     _link(blob, dst)
     assert dst.read_bytes() == b"graph" and theirs.exists()  # was deleted
     assert sorted(p.name for p in dst.parent.iterdir()) == ["vision.onnx", "vision.onnx.tmp"]  # nothing left
+
+
+def _chained(root: BaseException, explicit: bool) -> BaseException:
+    """`root` under two wrappers, as Python chains them: `raise ... from` inside an `except` sets both the cause
+    and the context; raising while handling another sets the context only."""
+    wrapper, outer = ValueError("wrapper"), RuntimeError("outer")
+    for inner, exc in ((root, wrapper), (wrapper, outer)):
+        exc.__context__ = inner
+        exc.__cause__ = inner if explicit else None
+    return outer
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_a_full_disk_is_found_however_deep_it_was_wrapped(tmp_path, explicit):
+    from fastvlm.weights.hub import disk_problem
+
+    found = disk_problem(_chained(OSError(errno.ENOSPC, "No space left on device"), explicit), tmp_path)
+    assert isinstance(found, DiskProblem) and "No space left on device" in str(found) and str(tmp_path) in str(found)
+    assert disk_problem(_chained(OSError(errno.ECONNRESET, "reset"), explicit), tmp_path) is None
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_an_unreachable_hub_is_told_by_its_root_cause(explicit):
+    from fastvlm.weights.hub import _root_cause
+
+    assert _root_cause(_chained(ConnectionRefusedError("[Errno 111] refused"), explicit)) == (
+        "ConnectionRefusedError: [Errno 111] refused")
+    assert _root_cause(KeyError("alone")) == "KeyError: 'alone'"
+    assert len(_root_cause(OSError("x" * 500))) == 200

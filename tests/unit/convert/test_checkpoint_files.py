@@ -60,11 +60,11 @@ def _transformers_text(tmp_path, config: dict, head: bool = True):
 @pytest.mark.parametrize("top, inner, tied", [(None, None, False), (True, None, True), (None, True, True),
                                                (False, False, False)])
 def test_transformers_layout_reads_text_config_and_a_tie_stated_at_either_level(tmp_path, top, inner, tied):
-    text = {"num_attention_heads": 2, "hidden_size": 4, "rms_norm_eps": 1e-5, **(
+    text = {"num_attention_heads": 2, "hidden_size": 4, "rms_norm_eps": 1e-5, "max_position_embeddings": 4096, **(
         {} if inner is None else {"tie_word_embeddings": inner})}
     arch = _transformers_text(tmp_path, {"text_config": text, **({} if top is None else {"tie_word_embeddings": top})})
-    assert (arch.heads, arch.kv_heads, arch.hidden, arch.intermediate, arch.vocab_rows, arch.rms_eps) == (
-        2, 1, 4, 8, 10, 1e-5)
+    assert (arch.heads, arch.kv_heads, arch.hidden, arch.intermediate, arch.vocab_rows, arch.rms_eps,
+            arch.max_positions) == (2, 1, 4, 8, 10, 1e-5, 4096)
     assert arch.tied is tied
 
 

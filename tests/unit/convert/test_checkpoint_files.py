@@ -71,3 +71,10 @@ def test_transformers_layout_reads_text_config_and_a_tie_stated_at_either_level(
 def test_a_config_that_disagrees_with_the_tensors_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="config.json says hidden_size=8, the tensors say 4"):
         _transformers_text(tmp_path, {"text_config": {"num_attention_heads": 2, "hidden_size": 8}})
+
+
+@pytest.mark.parametrize("rope, theta", [({}, 1e6), ({"rope_theta": 5e5}, 5e5),
+                                         ({"rope_parameters": {"rope_theta": 2e5}, "rope_theta": 5e5}, 2e5)])
+def test_rope_theta_from_the_newer_or_older_key_else_qwen2s(tmp_path, rope, theta):
+    arch = _transformers_text(tmp_path, {"text_config": {"num_attention_heads": 2, **rope}})
+    assert arch.rope_theta == theta

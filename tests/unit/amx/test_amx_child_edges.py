@@ -1,0 +1,50 @@
+"""The AMX probe's reading of its child at the edges: an `ok` is believed only from a child that also exits 0,
+a clean exit without `ok` is no answer; the child finds this checkout's `fastvlm` first; the verdict's cache
+follows XDG_CACHE_HOME."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastvlm.amx import probe
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+@pytest.mark.parametrize("code, status", [
+    ("print('ok haswell')", "works"),
+    ("import sys; print('ok haswell'); sys.exit(3)", "failed"),  # said ok, then failed on the way out
+    ("print('loaded the model')", "failed"),  # exit 0, but not the answer
+])
+def test_only_ok_and_exit_0_together_mean_the_amx_path_works(code, status):
+    verdict = probe.run_child(_python(code))
+    assert verdict.status == status and verdict.extra_buffers is (status == "works")
+    if status == "works":
+        assert (verdict.variant, verdict.amx_kernels) == ("haswell", False)
+        assert verdict.summary == "this llama.cpp (haswell build) has no AMX kernels"
+
+
+def test_a_child_that_names_no_variant_is_the_native_build():
+    verdict = probe.run_child(_python("print('ok')"))
+    assert verdict.variant == "" and verdict.summary == "this llama.cpp (native build) has no AMX kernels"
+
+
+@pytest.mark.parametrize("outer", ["", "/elsewhere/lib"])
+def test_the_child_finds_this_checkouts_fastvlm_first(monkeypatch, outer):
+    monkeypatch.setenv("PYTHONPATH", outer)
+    root = str(Path(probe.__file__).resolve().parents[2])
+    assert probe._child_env()["PYTHONPATH"] == (f"{root}{os.pathsep}{outer}" if outer else root)
+
+
+def test_the_verdicts_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert probe.default_cache_dir() == tmp_path / "fastvlm"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert probe.default_cache_dir() == tmp_path / "home" / ".cache" / "fastvlm"

@@ -48,3 +48,10 @@ def test_the_verdicts_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert probe.default_cache_dir() == tmp_path / "home" / ".cache" / "fastvlm"
+
+
+def test_a_child_that_hangs_or_cannot_start_leaves_amx_off_for_this_run(tmp_path):
+    hung = probe.run_child(_python("import time; time.sleep(30)"), timeout_s=0.5)
+    assert (hung.status, hung.extra_buffers, hung.detail) == ("failed", False, "no answer in 0 s")
+    missing = probe.run_child([str(tmp_path / "no-such-python")])
+    assert (missing.status, missing.extra_buffers) == ("failed", False) and "no-such-python" in missing.detail

@@ -124,13 +124,19 @@ def _mobileone(g: GraphBuilder, x: str, name: str, c_in: int, stride: int = 1, a
     return g.gelu(y) if act else y
 
 
+def fold_batch_norm(w, bn_w, bn_b, mean, var, eps: float = BATCH_NORM_EPS) -> tuple[np.ndarray, np.ndarray]:
+    """A conv without bias (weight `w`, (C, ...)) then eval-mode BatchNorm, as one conv's (weight, bias)."""
+    scale = bn_w / np.sqrt(var + eps)
+    return w * scale.reshape(-1, *[1] * (w.ndim - 1)), bn_b - mean * scale
+
+
 def _mlp(g: GraphBuilder, x: str, name: str, c: int, gamma) -> str:
     """gamma * ConvMlp(x); the layer scale `gamma` (C,) is folded into fc2."""
     w = g.weights(name + ".conv.conv.weight")  # (C, 1, 7, 7), no bias: BatchNorm follows (folded here)
     bn_w, bn_b = g.weights(name + ".conv.bn.weight"), g.weights(name + ".conv.bn.bias")
     mean, var = g.weights(name + ".conv.bn.running_mean"), g.weights(name + ".conv.bn.running_var")
-    scale = bn_w / np.sqrt(var + BATCH_NORM_EPS)
-    y = g.conv(x, name + ".conv", c, weight=w * scale[:, None, None, None], bias=bn_b - mean * scale)
+    w, b = fold_batch_norm(w, bn_w, bn_b, mean, var)
+    y = g.conv(x, name + ".conv", c, weight=w, bias=b)
     y = g.gelu(g.conv(y, name + ".fc1", c))  # (1, 4C, H, W)
     w2, b2 = g.weights(name + ".fc2.weight"), g.weights(name + ".fc2.bias")
     return g.conv(y, name + ".fc2", w2.shape[1], weight=w2 * gamma[:, None, None, None], bias=b2 * gamma)

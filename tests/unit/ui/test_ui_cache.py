@@ -72,3 +72,47 @@ def test_past_max_bytes_the_oldest_files_go_first_and_pinned_ones_stay(tmp_path,
     assert [p.exists() for p in paths] == [True, False, False, True, True], "pinned, 2 oldest gone, newest kept"
     assert files == {str(paths[0]), str(paths[3]), str(paths[4])}
     assert CacheSweeper(_blocks(files), 1, 60, clock=lambda: 1010).sweep() == 0  # no max_bytes: by age only
+
+
+def test_a_file_exactly_max_age_old_and_a_total_exactly_max_bytes_stay(tmp_path):
+    paths = [tmp_path / f"{i}.png" for i in range(2)]
+    for p in paths:
+        p.write_bytes(b"x" * 100)
+    files = {str(p) for p in paths}
+    now = min(os.lstat(p).st_ctime for p in paths)  # the older exactly 60 s old at the clock below
+    at_limit = CacheSweeper(_blocks(files), 1, 60, max_bytes=200, clock=lambda: now + 60)
+    assert at_limit.sweep() == 0 and all(p.exists() for p in paths)
+    at_limit.max_bytes = 199
+    assert at_limit.sweep() == 1
+
+
+class Server(SimpleNamespace):
+    """Blocks whose `is_running` follows a script, one value per tick (then False: closed)."""
+
+    def __init__(self, states):
+        super().__init__(blocks={}, temp_file_sets=[])
+        self._states, self.ticks = list(states), 0
+
+    @property
+    def is_running(self):
+        self.ticks += 1
+        return self._states.pop(0) if self._states else False
+
+
+def test_the_sweeper_runs_before_the_server_starts_and_ends_with_it(monkeypatch):
+    server = Server([False, False, True, True, False])  # launching, up, then closed
+    swept = []
+    sweeper = CacheSweeper(server, 0.001, 60)
+
+    def sweep():
+        swept.append(server.ticks)
+        if len(swept) == 1:
+            raise OSError("a bad sweep")  # logged; the next tick sweeps again
+        return 0
+
+    monkeypatch.setattr(sweeper, "sweep", sweep)
+    thread = threading.Thread(target=sweeper._run, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()  # ended when the server closed
+    assert swept == [1, 2, 3, 4]  # not before it started only, and not after it closed

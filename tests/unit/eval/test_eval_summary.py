@@ -65,3 +65,13 @@ def test_a_failed_answer_is_recorded_with_its_time(tmp_path):
     row = answer_item(Failing(), item, RunSettings("pope", tmp_path, 16, 512))
     assert row["prediction"] is None and row["error"] == "ValueError: bad image"
     assert 0 <= row["time_s"] < 5 and row["task"] == "pope"
+
+
+def test_written_items_are_counted_and_read_back_whole(tmp_path):
+    from fastvlm.eval.data import load_items, write_items
+
+    items = [Item("1", "ä.jpg", "Qu'est-ce que c'est ?", ("un chat",), "fr"), Item("2", "b.jpg", "Is it?", ("no",))]
+    path = tmp_path / "new" / "folder" / "items.jsonl"
+    assert write_items(items, path) == 2
+    assert load_items(path) == items
+    assert "ä.jpg" in path.read_text(encoding="utf-8")  # written as UTF-8, not escaped

@@ -97,3 +97,11 @@ def test_tokens_agree_up_to_the_first_difference(engine, agreed):
     assert report.passed is (agreed == 3)
     if agreed < 3:
         assert f"tokens agree for {agreed} of 3" in " ".join(report.failures())
+
+
+@pytest.mark.parametrize("mode, first, forced, passed", [
+    ("strict", 0.9e-3, 0.0, True), ("strict", 1.1e-3, 0.0, False),  # first-step logits within 1e-3
+    ("default", 0.0, 0.09, True), ("default", 0.0, 0.11, False)])  # teacher-forced logits within 0.1
+def test_the_logit_gates_are_the_documented_ones(mode, first, forced, passed):
+    case = CaseResult(mode, 0, "square", (1, 2, 3), (1, 2, 3), first, forced, 1.0, 0.0, 1.0, 0.5)
+    assert ParityReport("tiny", 256, 3, (case,), True, True).passed is passed

@@ -238,3 +238,16 @@ def test_the_report_gives_each_fix_once_and_counts_warnings():
     assert text.endswith("2 problem(s) found, 1 warning(s)")
     assert render([Section("empty")]).endswith("no problems found")
     assert to_json([s], None)["facts"] == {}
+
+
+def test_doctors_answers_are_greedy_and_short():
+    asked = []
+
+    class Recording:
+        def answer(self, request):
+            asked.append(request)
+            return engine(b"Red").answer(request)
+
+    checks.ask(Recording(), np.zeros((8, 8, 3), np.uint8), "What colour?", 128)
+    options = asked[0].options
+    assert (options.temperature, options.max_new_tokens, asked[0].resolution) == (0.0, checks.ANSWER_TOKENS, 128)

@@ -105,3 +105,16 @@ def test_tokens_agree_up_to_the_first_difference(engine, agreed):
 def test_the_logit_gates_are_the_documented_ones(mode, first, forced, passed):
     case = CaseResult(mode, 0, "square", (1, 2, 3), (1, 2, 3), first, forced, 1.0, 0.0, 1.0, 0.5)
     assert ParityReport("tiny", 256, 3, (case,), True, True).passed is passed
+
+
+def test_the_default_mode_runs_as_the_app_does():
+    """Parity's default mode is the app's configuration: its KV cache type and flash attention are EngineConfig's
+    defaults (a default mode in f32 KV would pass parity while the app runs f16)."""
+    from fastvlm.engine.config import EngineConfig
+    from fastvlm.verify.parity import MODES
+
+    app = EngineConfig(vision_path="v.onnx", llm_path="m.gguf")
+    for mode in ("default", "fast"):
+        _, kv_f32, flash, _ = MODES[mode]
+        assert (kv_f32, flash) == (app.kv_f32, app.flash_attn), mode
+    assert MODES["strict"][1:3] == (True, False)  # strict: f32 KV, flash attention off

@@ -19,6 +19,7 @@ def test_a_graph_over_the_limit_keeps_its_weights_beside_it_and_computes_the_sam
     from fastvlm.convert import vision_graph
     from fastvlm.convert.checkpoint import open_checkpoint
 
+    assert 2**30 < vision_graph.EXTERNAL_DATA_BYTES < 2**31  # under protobuf's hard 2 GiB, with room for the graph
     one = vision_graph.write_vision_onnx(open_checkpoint(apple_checkpoint), tmp_path / "one" / "vision.onnx")
     monkeypatch.setattr(vision_graph, "EXTERNAL_DATA_BYTES", 0)
     split = vision_graph.write_vision_onnx(open_checkpoint(apple_checkpoint), tmp_path / "split" / "vision.onnx")

@@ -77,3 +77,13 @@ def test_int8_files_are_kept_only_above_the_gate(fp32, tmp_path, monkeypatch):
     lines = int8.write_int8(fp32, tmp_path, 128, threads=2)
     assert not ort_file.exists() and not (tmp_path / "vision-int8-ov.onnx").exists()
     assert all("not written" in line for line in lines)
+
+
+def test_calibration_from_a_folder_takes_its_images_in_order_and_nothing_else(tmp_path):
+    from PIL import Image
+
+    for name, size in (("b.JPG", (30, 20)), ("a.png", (10, 10)), ("c.webp", (40, 40))):
+        Image.new("RGB", size).save(tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not an image")
+    assert [im.size for im in int8.calibration_images(folder=tmp_path)] == [(10, 10), (30, 20), (40, 40)]
+    assert [im.size for im in int8.calibration_images(2, folder=tmp_path)] == [(10, 10), (30, 20)]

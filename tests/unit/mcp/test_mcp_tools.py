@@ -52,3 +52,27 @@ def test_the_structured_result_matches_its_schema_with_times_to_a_tenth_of_a_mil
     assert out == {"answer": "A red disc.", "ttft_s": 0.1235, "total_s": 2.0, "new_tokens": 9,
                    "stop_reason": "end_of_turn", "notices": ["cut short"]}
     jsonschema.validate(out, OUTPUT_SCHEMA)
+
+
+@pytest.mark.parametrize("described, promised", [({"resolution": 512}, 512), ({}, 1024)])
+def test_the_tools_promise_the_resolution_the_engine_runs_at(described, promised):
+    pytest.importorskip("mcp")
+    from fastvlm.api import ApiSettings
+    from fastvlm.mcp.server import McpServer
+
+    class Engine:  # what limits() reads: describe(); no config, as a remote engine
+        def describe(self):
+            return described
+
+    assert McpServer(Engine(), ApiSettings(), host="127.0.0.1").limits().resolution == promised
+
+
+@pytest.mark.parametrize("host, protected", [("127.0.0.1", True), ("localhost", True), ("0.0.0.0", False)])
+def test_dns_rebinding_protection_is_on_only_on_loopback(host, protected):
+    pytest.importorskip("mcp")
+    from fastvlm.mcp.server import _dns_rebinding
+
+    settings = _dns_rebinding(host, ("Proxy.Example",))
+    assert settings.enable_dns_rebinding_protection is protected
+    if protected:
+        assert {"127.0.0.1:*", "localhost", "proxy.example", "proxy.example:*"} <= set(settings.allowed_hosts)

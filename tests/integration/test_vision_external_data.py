@@ -1,5 +1,6 @@
-"""A vision graph past protobuf's 2 GiB (FastVLM-1.5B / 7B) is saved with its weights in a `.data` file beside it;
-the tiny Apple-layout checkpoint stands in, with the size limit lowered to nothing."""
+"""A vision graph past protobuf's 2 GiB is saved with its weights in a `.data` file beside it. Apple's FastVLMs are
+far under it (FastViTHD and the 0.5B's projector: ~129 M parameters, ~491 MB in f32), so only a larger tower would
+take this branch; the tiny Apple-layout checkpoint stands in, with the size limit lowered to nothing."""
 
 from __future__ import annotations
 

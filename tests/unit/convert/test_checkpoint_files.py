@@ -10,6 +10,7 @@ import pytest
 
 from fastvlm.convert import safetensors_np as st
 from fastvlm.convert.checkpoint import TEXT, CheckpointError, open_checkpoint
+from tests.unit.convert.test_convert_torchfree import slow_tokenizer_files
 
 CONFIG = json.dumps({"model_type": "fast_vlm"})
 
@@ -37,9 +38,7 @@ def test_a_folder_without_safetensors_says_so(tmp_path):
 
 def test_the_image_row_is_the_first_row_no_token_uses(tmp_path):
     (tmp_path / "config.json").write_text(CONFIG)
-    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
-    (tmp_path / "merges.txt").write_text("a b\n")
-    (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5}))
+    slow_tokenizer_files(tmp_path)
     st.write(tmp_path / "model.safetensors", {TEXT + "embed_tokens.weight": ("F32", np.zeros((9, 2)))})
     assert open_checkpoint(tmp_path).unused_token_row() == 6  # rows 6-8 are padding: the first is the image's
 

@@ -50,14 +50,22 @@ def test_an_unknown_quant_lists_the_choices():
         resolve_quant("q2_k")
 
 
+def slow_tokenizer_files(folder, vocab: dict | None = None, added: dict | None = None) -> None:
+    """Apple's tokenizer files: vocab.json + merges.txt + added_tokens.json, no tokenizer.json (by default a
+    three-token vocabulary, one merge, and Qwen2's three specials after it)."""
+    vocab = {"a": 0, "b": 1, "ab": 2} if vocab is None else vocab
+    added = {"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5} if added is None else added
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    (folder / "merges.txt").write_text("#version: 0.2\na b\n")
+    (folder / "added_tokens.json").write_text(json.dumps(added))
+
+
 def test_slow_tokenizer_files_with_added_tokens_json_only(tmp_path):
     """Apple's files: vocab.json + merges.txt + added_tokens.json; no tokenizer.json, no added_tokens_decoder."""
     from fastvlm.convert.qwen2_gguf import CONTROL, NORMAL, UNUSED
     from fastvlm.convert.vocab import read_vocab
 
-    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "ab": 2}))
-    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
-    (tmp_path / "added_tokens.json").write_text(json.dumps({"<|endoftext|>": 3, "<|im_start|>": 4, "<|im_end|>": 5}))
+    slow_tokenizer_files(tmp_path)
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "Qwen2Tokenizer"}))
     v = read_vocab(tmp_path, 8)
     assert v.tokens[:6] == ("a", "b", "ab", "<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -72,10 +80,8 @@ def test_added_tokens_json_types_each_token_as_llama_cpp_reads_it(tmp_path):
 
     from fastvlm.convert.vocab import read_vocab
 
-    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1}))
-    (tmp_path / "merges.txt").write_text("a b\n")
     added = {"<|endoftext|>": 2, "<|im_start|>": 3, "<|im_end|>": 4, "<image>": 5, "<named>": 6, "half|>": 7}
-    (tmp_path / "added_tokens.json").write_text(json.dumps(added))
+    slow_tokenizer_files(tmp_path, {"a": 0, "b": 1}, added)
     (tmp_path / "special_tokens_map.json").write_text(json.dumps({
         "eos_token": "<|endoftext|>", "additional_special_tokens": [{"content": "<named>", "lstrip": False}]}))
     types = dict(zip(read_vocab(tmp_path, 8).tokens, read_vocab(tmp_path, 8).types))

@@ -56,13 +56,11 @@ def test_a_resumed_file_from_another_model_names_only_what_changed(tmp_path):
 
 def test_a_failed_answer_is_recorded_with_its_time(tmp_path):
     from fastvlm.eval.runner import answer_item
-
-    class Failing:
-        def answer(self, request):
-            raise ValueError("bad image")
+    from tests.unit.eval.test_eval import FakeEngine
 
     item = Item("1", "1.jpg", "Is there a dog?", ("yes",))
-    row = answer_item(Failing(), item, RunSettings("pope", tmp_path, 16, 512))
+    engine = FakeEngine({"Is there a dog?": ValueError("bad image")})
+    row = answer_item(engine, item, RunSettings("pope", tmp_path, 16, 512))
     assert row["prediction"] is None and row["error"] == "ValueError: bad image"
     assert 0 <= row["time_s"] < 5 and row["task"] == "pope"
 

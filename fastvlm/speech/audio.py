@@ -16,7 +16,7 @@ from ..engine.events import InputError
 
 RATE = 16_000  # Whisper and Silero VAD both work at 16 kHz
 _MAX_CHANNELS = 8
-_BLOCK = 128  # 8 ms at 16 kHz: `sound_returns`' unit
+_BLOCK = 128  # 8 ms at 16 kHz: `sound_returns`' and `sound_ended`'s unit
 
 
 def to_mono_16k(sample_rate: int, samples: np.ndarray) -> np.ndarray:
@@ -143,14 +143,41 @@ def sound_returns(pause: np.ndarray, recent: int, rise_db: float = 12.0, floor_d
     an 8 ms block there is `rise_db` louder than the pause's quiet level (its 20th-percentile block before them)
     and louder than `floor_dbfs`. Quicker than the VAD, which needs a window or two (32-64 ms) to hear speech
     again: it may hold the end of a turn while the VAD makes up its mind, never end one."""
-    n = pause.size // _BLOCK
+    level = _block_levels(pause)
+    n = level.size
     if n == 0:
         return False
-    blocks = pause[: n * _BLOCK].reshape(n, _BLOCK).astype(np.float64)
-    level = np.sqrt(np.mean(np.square(blocks), axis=1))  # (n,) RMS per block
     k = min(n, max(1, recent // _BLOCK))
     floor = float(np.percentile(level[:-k], 20)) if n > k else 0.0
-    return bool((level[-k:] > max(floor * 10 ** (rise_db / 20), 10 ** (floor_dbfs / 20))).any())
+    return bool((level[-k:] > _loud(floor, rise_db, floor_dbfs)).any())
+
+
+def sound_ended(audio: np.ndarray, lead: int, rise_db: float = 12.0, floor_dbfs: float = -50.0) -> int:
+    """How long before the VAD's start of a pause did the sound really end? `audio`: 16 kHz, `lead` samples
+    before that start, then the pause heard so far. The VAD hears speech stop a window or two late; the sound
+    ended after the last 8 ms block of the lead (counted back from the pause) that is `rise_db` louder than the
+    pause's quiet level (its 20th-percentile block) and louder than `floor_dbfs`. -> samples, whole blocks within
+    the lead: 0 when its last block is loud or no pause is heard yet, all its whole blocks when they are quiet."""
+    if not 0 <= lead <= audio.size:
+        raise ValueError(f"lead must be within the audio's {audio.size} samples, not {lead}")
+    pause = _block_levels(audio[lead:])
+    if pause.size == 0:
+        return 0
+    before = _block_levels(audio[lead % _BLOCK : lead])  # whole blocks, the last one ending at the pause
+    loud = np.flatnonzero(before > _loud(float(np.percentile(pause, 20)), rise_db, floor_dbfs))
+    return (before.size - (int(loud[-1]) + 1 if loud.size else 0)) * _BLOCK
+
+
+def _block_levels(audio: np.ndarray) -> np.ndarray:
+    """(n,) RMS of each whole 8 ms block of `audio`, in order."""
+    n = audio.size // _BLOCK
+    blocks = audio[: n * _BLOCK].reshape(n, _BLOCK).astype(np.float64)
+    return np.sqrt(np.mean(np.square(blocks), axis=1))
+
+
+def _loud(floor: float, rise_db: float, floor_dbfs: float) -> float:
+    """The RMS a block needs to be sound over a quiet level of `floor`."""
+    return max(floor * 10 ** (rise_db / 20), 10 ** (floor_dbfs / 20))
 
 
 def to_int16(audio: np.ndarray) -> np.ndarray:

@@ -31,7 +31,8 @@ class SpeechConfig:
     turn_pause_ms: int = 120  # semantic: a pause this long has the question judged (200 cost ~0.1 s: docs/voice.md)
     turn_min_silence_ms: int = 200  # semantic: a finished question ends once its silence is this long
     # semantic, for a caller that begins the answer at `TurnLikelyEnded` (TurnTaker(likely_events=True)): the
-    # silence that confirms the end instead. A 0.5 s pause mid-question goes on before it; the answer is ready
+    # silence that confirms the end instead. A 0.5 s pause mid-question goes on before it; the answer is ready.
+    # The semantic rule's silences count from where the voice stopped, not from where the VAD heard it stop
     turn_confirm_silence_ms: int = 550
     # semantic: sound back in a pause's last 0.1 s (louder than the pause, before the VAD calls it speech) holds
     # the end up to this much longer, until the VAD says whether the person goes on (docs/speech.md)

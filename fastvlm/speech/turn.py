@@ -15,6 +15,8 @@ Two rules (`SpeechConfig.end_of_turn`):
             the pause's last 0.1 s that the VAD has not yet called speech: it soon says whether the person went on.
             Speech over an answer (`over_answer`, set by the caller) in which Whisper hears no words (a cough,
             "um") ends after the confirming silence instead of the fallback, so the answer goes on ~1.5 s sooner.
+            These silences count from where the voice really stopped (Silero hears it stop up to ~60 ms late:
+            `TurnDetector.sound_end_s` looks up to 96 ms back) to the last sample fed, not the VAD's windows.
 `TurnTaker.feed()` returns the detector's events, with `TurnEnded` (an `UtteranceEnded` that carries the
 transcript begun at its pause, if any) for the end, and `HeardSoFar` (the words so far of a question still
 spoken, once `want_words` was called: speech/ahead.py); `settle(timeout)` waits for a verdict still being made.
@@ -40,6 +42,7 @@ from .vad import Paused, TurnDetector, TurnEvent, UtteranceEnded, VadModel
 log = logging.getLogger(__name__)
 RULES = ("semantic", "silence")
 _RECENT_S = 0.1  # sound this recent may be speech the VAD has not heard yet: a chunk (40 ms) + its lag (<= 64 ms)
+_LEAD_S = 0.096  # Silero hears speech stop up to ~60 ms late (bench questions): look this far back for the real end
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +79,7 @@ class _Pause:
     event: Paused
     transcript: Future  # -> Transcript
     verdict: Future | None  # -> Verdict (semantic rule only)
+    quiet_from_s: float  # where the sound really stopped: the VAD's `event.end_s` or up to `_LEAD_S` before it
     likely: bool = False  # TurnLikelyEnded was sent for it
     heard: bool = False  # its words were told as the question's so far (not finished: `WordsAhead.at_pause`)
 
@@ -182,9 +186,9 @@ class TurnTaker:
         if verdict is None:  # the judge failed (logged once): the fallback silence decides
             p.verdict = None
             return []
-        silence = self.detector.silence_s(p.event.end_s)
-        if silence is None:
+        if self.detector.silence_s(p.event.end_s) is None:
             return []
+        silence = self._silence(p)
         if not verdict.complete:
             told = [] if p.heard else self.ahead.at_pause(p.event.start_s, p.transcript)
             p.heard = True
@@ -209,6 +213,11 @@ class TurnTaker:
             return []
         log.debug("speech over the answer had no words (%r): over after %.2f s of silence", heard.text, silence)
         return self._end(p, "no_words", verdict)
+
+    def _silence(self, p: _Pause) -> float:
+        """Seconds of silence so far in the pause going on: from where the sound really stopped to the last sample
+        fed, the few the VAD has not judged yet included (sound coming back there holds the end: `_stirs`)."""
+        return self.detector.fed_s - p.quiet_from_s
 
     def _waits(self, p: _Pause, silence: float, needed_s: float) -> bool:
         """The pause has not lasted `needed_s`, or only just, and sound is coming back (`_stirs`: up to the hold)."""
@@ -250,7 +259,8 @@ class TurnTaker:
         if judge is not None and not judge.needs_transcript:
             threading.Thread(target=_run, args=(verdict, judge.judge, pause.audio, None), name="turn-judge",
                              daemon=True).start()
-        return _Pause(pause, transcript, verdict)
+        quiet_from = self.detector.sound_end_s(pause.end_s, _LEAD_S)
+        return _Pause(pause, transcript, verdict, pause.end_s if quiet_from is None else quiet_from)
 
 
 def _run(future: Future, fn, *args) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .audio import RATE, StreamResampler
+from .audio import RATE, StreamResampler, sound_ended
 from .config import SpeechConfig
 
 WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
@@ -271,6 +271,15 @@ class TurnDetector:
         if self.silence_s(since_s) is None:
             return None
         return np.concatenate(self._s.audio)[round(since_s * RATE) - self._s.audio_from :]
+
+    def sound_end_s(self, since_s: float, lead_s: float) -> float | None:
+        """Where the sound really stopped before the pause that began at `since_s` (`audio.sound_ended`: up to
+        `lead_s` earlier, the VAD hearing speech stop a window or two late); None when the speech went on."""
+        if self.silence_s(since_s) is None:
+            return None
+        at = round(since_s * RATE) - self._s.audio_from  # in the kept audio
+        lead = min(round(lead_s * RATE), at)
+        return since_s - sound_ended(np.concatenate(self._s.audio)[at - lead :], lead) / RATE
 
     def end_now(self, since_s: float) -> UtteranceEnded | None:
         """End the utterance in the pause that began at `since_s`, as if the end silence had passed; None when

@@ -7,6 +7,7 @@ from fastvlm.speech.audio import (
     read_wav,
     resample,
     rms,
+    sound_ended,
     sound_returns,
     to_int16,
     to_mono_16k,
@@ -124,6 +125,37 @@ def test_sound_returns_on_pauses_as_short_as_its_window_or_a_block():
     assert sound_returns(loud[:128], recent=1600) and not sound_returns(loud[:100], recent=1600)  # under a block
     assert sound_returns(np.concatenate([sine(0.096, 0), loud[:128]]), recent=50)  # less than a block: the last one
     assert not sound_returns(np.concatenate([sine(0.096, 0), loud[:128], sine(0.008, 0)]), recent=50)  # only it
+
+
+LEAD = 1536  # 96 ms: twelve 8 ms blocks before where the VAD put the pause's start
+
+
+def before_pause(*pieces, room=0.0):
+    """The last 96 ms of `pieces` (the lead), then 0.2 s of pause at the room's level."""
+    return np.concatenate([np.concatenate(pieces)[-LEAD:], sine(0.2, room)])
+
+
+@pytest.mark.parametrize("audio, quiet_blocks", [
+    (before_pause(sine(0.2, 0.3), sine(0.056, 0)), 7),  # the voice stopped 56 ms before the VAD said so
+    (before_pause(sine(0.2, 0.3)), 0),  # the VAD was right
+    (before_pause(sine(0.1, 0.3), sine(0.1, 0)), 12),  # it stopped before the lead: all of it is quiet
+    (before_pause(sine(0.1, 0.3), sine(0.04, 0.03), room=0.01), 5),  # a tail 9.5 dB over the room: quiet
+    (before_pause(sine(0.1, 0.3), sine(0.04, 0.1), room=0.01), 0),  # a soft tail 20 dB over the room: sound
+    (before_pause(sine(0.1, 0.3), sine(0.04, 0.002)), 5),  # a tail below -50 dBFS: quiet
+    (before_pause(sine(0.2, 0.3), sine(0.024, 0), sine(0.008, 0.3), sine(0.024, 0)), 3),  # after its last sound
+])  # fmt: skip
+def test_sound_ended_finds_where_the_voice_stopped_before_the_vads_pause(audio, quiet_blocks):
+    assert sound_ended(audio, LEAD) == quiet_blocks * 128
+
+
+def test_sound_ended_counts_whole_blocks_back_from_the_pause_and_needs_a_pause_heard():
+    audio = before_pause(sine(0.2, 0.3), sine(0.056, 0))
+    assert sound_ended(np.concatenate([sine(0.003, 0.3), audio]), LEAD + 50) == 7 * 128  # 50 samples: no block
+    assert sound_ended(audio[: LEAD + 127], LEAD) == 0  # less than a block of pause: no quiet level to go by
+    assert sound_ended(audio[: LEAD + 128], LEAD) == 7 * 128
+    for lead in (-1, audio.size + 1):
+        with pytest.raises(ValueError, match="lead"):
+            sound_ended(audio, lead)
 
 
 def test_the_limits_of_what_a_microphone_may_send_are_accepted():

@@ -258,6 +258,41 @@ def test_sound_back_in_a_pause_holds_the_end_until_the_vad_hears_the_person_go_o
     assert [type(e) for e, _ in events].count(TurnResumed) == 1
 
 
+class LateEndVad:
+    """Hears speech stop from its third quiet window: 64 ms late, as Silero often is."""
+
+    def initial_state(self):
+        return 0
+
+    def __call__(self, windows, state):
+        heard = []
+        for window in windows:
+            state = 0 if np.abs(window).max() > 0.1 else state + 1
+            heard.append(float(state < 3))
+        return np.array(heard, np.float32), state
+
+
+def late_ending(*script, **options):
+    return TurnTaker(LateEndVad(), ScriptedTranscriber(*script), SpeechConfig(**options), TranscriptJudge(),
+                     "semantic", likely_events=True)
+
+
+def test_the_confirming_silence_counts_from_where_the_voice_stopped_not_from_the_late_vad():
+    events = hear(late_ending("What color is the square?"), np.concatenate([voice(1.024), quiet(1.5)]), chunk_s=0.04)
+    [(likely, _)] = [(e, t) for e, t in events if isinstance(e, TurnLikelyEnded)]
+    [(end, seen)] = ends(events)
+    assert end.end_s == likely.end_s == pytest.approx(1.024 + 0.064)  # the VAD's pause names the turn
+    assert CONFIRM_S <= seen - 1.024 <= CONFIRM_S + 0.04  # the silence heard, to within a chunk
+
+
+def test_a_pause_shorter_than_the_confirming_silence_is_not_the_end_when_the_vad_hears_it_late():
+    """0.53 s of silence, which the late VAD takes for 0.59 s: the person goes on (no hold to save it)."""
+    script = ("What am I holding", "What am I holding in my right hand?")
+    audio = np.concatenate([voice(1.024), quiet(0.53), voice(1.0), quiet(2.5)])
+    [(end, _)] = ends(hear(late_ending(*script, turn_hold_ms=0), audio, chunk_s=0.04))
+    assert end.end_s > 2.5 and end.transcript.result().text == script[1]
+
+
 def test_a_sound_the_vad_never_calls_speech_holds_the_end_only_turn_hold_ms():
     hum = (0.05 * np.sin(np.arange(int(RATE * 1.5)) * 0.2)).astype(np.float32)  # below LoudnessVad's 0.1
     audio = np.concatenate([voice(1.0), quiet(0.55), hum])

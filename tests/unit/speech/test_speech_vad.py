@@ -3,6 +3,7 @@ import pytest
 
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.vad import WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
+from tests.unit.speech.test_speech_turn import LateEndVad
 
 RATE = 16_000
 
@@ -255,6 +256,20 @@ def test_a_pause_gives_its_audio_and_can_be_made_the_end():
     ended = d.end_now(pause.end_s)
     assert not ended.truncated and (ended.start_s, ended.end_s) == (pause.start_s, pause.end_s)
     assert ended.audio.size / RATE == pytest.approx(1.0, abs=0.04) and d.pause_audio(pause.end_s) is None
+
+
+def test_where_the_sound_stopped_before_a_pause_the_vad_heard_late():
+    d = TurnDetector(LateEndVad(), SpeechConfig(), end_silence_ms=1000, pause_ms=200)
+    [pause] = [e for e, _ in feed(d, np.concatenate([silence(0.512), voice(1.024), silence(0.3)]))
+               if isinstance(e, Paused)]
+    assert pause.end_s == pytest.approx(1.536 + 0.064)  # the VAD's end: late
+    assert d.sound_end_s(pause.end_s, lead_s=0.096) == pytest.approx(1.536)  # where the voice stopped
+    assert d.sound_end_s(pause.end_s, lead_s=0.032) == pytest.approx(1.6 - 0.032)  # no further back than asked
+    feed(d, voice(0.1))
+    assert d.sound_end_s(pause.end_s, lead_s=0.096) is None  # the speech went on
+    first = TurnDetector(LoudnessVad(), SpeechConfig(speech_pad_ms=0, min_speech_ms=0), pause_ms=64)
+    [pause] = [e for e in first.feed(RATE, np.concatenate([voice(0.032), silence(0.2)])) if isinstance(e, Paused)]
+    assert first.sound_end_s(pause.end_s, lead_s=0.096) == pytest.approx(0.032)  # only 32 ms of sound were kept
 
 
 def test_the_audio_kept_between_questions_is_bounded_and_is_the_right_audio():

@@ -141,7 +141,7 @@ def before_pause(*pieces, room=0.0):
     (before_pause(sine(0.1, 0.3), sine(0.1, 0)), 12),  # it stopped before the lead: all of it is quiet
     (before_pause(sine(0.1, 0.3), sine(0.04, 0.03), room=0.01), 5),  # a tail 9.5 dB over the room: quiet
     (before_pause(sine(0.1, 0.3), sine(0.04, 0.1), room=0.01), 0),  # a soft tail 20 dB over the room: sound
-    (before_pause(sine(0.1, 0.3), sine(0.04, 0.002)), 5),  # a tail below -50 dBFS: quiet
+    (before_pause(sine(0.1, 0.3), sine(0.04, 0.004)), 5),  # a tail just below -50 dBFS (RMS 0.0028): quiet
     (before_pause(sine(0.2, 0.3), sine(0.024, 0), sine(0.008, 0.3), sine(0.024, 0)), 3),  # after its last sound
 ])  # fmt: skip
 def test_sound_ended_finds_where_the_voice_stopped_before_the_vads_pause(audio, quiet_blocks):
@@ -151,7 +151,8 @@ def test_sound_ended_finds_where_the_voice_stopped_before_the_vads_pause(audio, 
 def test_sound_ended_counts_whole_blocks_back_from_the_pause_and_needs_a_pause_heard():
     audio = before_pause(sine(0.2, 0.3), sine(0.056, 0))
     assert sound_ended(np.concatenate([sine(0.003, 0.3), audio]), LEAD + 50) == 7 * 128  # 50 samples: no block
-    assert sound_ended(audio[: LEAD + 127], LEAD) == 0  # less than a block of pause: no quiet level to go by
+    assert sound_ended(audio[:LEAD], LEAD) == sound_ended(audio[: LEAD + 127], LEAD) == 0  # no quiet level yet
+    assert sound_ended(audio, 0) == 0  # nothing before the pause kept
     assert sound_ended(audio[: LEAD + 128], LEAD) == 7 * 128
     for lead in (-1, audio.size + 1):
         with pytest.raises(ValueError, match="lead"):

@@ -259,7 +259,10 @@ def test_sound_back_in_a_pause_holds_the_end_until_the_vad_hears_the_person_go_o
 
 
 class LateEndVad:
-    """Hears speech stop from its third quiet window: 64 ms late, as Silero often is."""
+    """Hears speech stop from its `late`-th quiet window: 64 ms late by default, as Silero often is."""
+
+    def __init__(self, late=3):
+        self.late = late
 
     def initial_state(self):
         return 0
@@ -268,12 +271,12 @@ class LateEndVad:
         heard = []
         for window in windows:
             state = 0 if np.abs(window).max() > 0.1 else state + 1
-            heard.append(float(state < 3))
+            heard.append(float(state < self.late))
         return np.array(heard, np.float32), state
 
 
-def late_ending(*script, **options):
-    return TurnTaker(LateEndVad(), ScriptedTranscriber(*script), SpeechConfig(**options), TranscriptJudge(),
+def late_ending(*script, late=3, **options):
+    return TurnTaker(LateEndVad(late), ScriptedTranscriber(*script), SpeechConfig(**options), TranscriptJudge(),
                      "semantic", likely_events=True)
 
 
@@ -283,6 +286,10 @@ def test_the_confirming_silence_counts_from_where_the_voice_stopped_not_from_the
     [(end, seen)] = ends(events)
     assert end.end_s == likely.end_s == pytest.approx(1.024 + 0.064)  # the VAD's pause names the turn
     assert CONFIRM_S <= seen - 1.024 <= CONFIRM_S + 0.04  # the silence heard, to within a chunk
+    very_late = hear(late_ending("What color is the square?", late=7), np.concatenate([voice(1.024), quiet(1.5)]),
+                     chunk_s=0.04)  # the VAD's end 192 ms late: the silence is looked for only 96 ms before it
+    [(_, seen)] = ends(very_late)
+    assert CONFIRM_S + 0.096 <= seen - 1.024 <= CONFIRM_S + 0.096 + 0.04
 
 
 def test_a_pause_shorter_than_the_confirming_silence_is_not_the_end_when_the_vad_hears_it_late():

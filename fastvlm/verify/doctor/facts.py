@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ...bench.stats import PACKAGES, machine_info
 from ...engine.cpu import narrow_vectors, native_bf16
+from ...engine.describe import is_synthetic
 from ...engine.events import ModelFileError
 from ...engine.vision import GraphSpec, read_spec
 from .report import Section
@@ -24,12 +25,6 @@ NARROW_DETAIL = ("AVX2 without AVX-512: the vision encoder runs in f32 on 256-bi
                  "docs/performance.md)")
 NARROW_FIX = ("answer at 512 px (--resolution 512); int8 vision (convert --int8, then --vision int8) took 0.65x / "
               "0.56x the f32 time there: check its answers with doctor --int8-vision")
-
-
-def is_synthetic(name: str) -> bool:
-    """Random weights (`fastvlm synth`, converter tests): their answers are gibberish, known-answer checks skip."""
-    name = name.lower()
-    return "synth" in name or "random" in name
 
 
 def machine_section(threads: int) -> tuple[Section, dict]:

@@ -403,3 +403,13 @@ def test_a_question_about_the_frame_being_prepared_at_another_size_stops_that_pr
     result = engine.answer(Request(IMG, "q", resolution=64))
     worker.join(5)
     assert prepared["ok"] is False and not result.stats.embedding_cached  # was: waited for the 128 px prefill
+
+
+@pytest.mark.parametrize("name, synthetic", [("fastvlm-synth-random-0.5b", True), ("Random FastVLM", True),
+                                             ("FastVLM-0.5B", False), ("", False)])
+def test_describe_flags_random_weights_by_the_models_name(name, synthetic):
+    engine, lm = make()
+    lm.name = name
+    info = engine.describe()
+    assert info["synthetic"] is synthetic and info["model"] == name
+

@@ -3,6 +3,7 @@ model code, never from this project), converted from header-only zero checkpoint
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -11,7 +12,8 @@ import pytest
 from fastvlm.convert.arch import text_arch, vision_arch
 from fastvlm.convert.build import vision_and_check
 from fastvlm.convert.checkpoint import APPLE_DROPPED, CheckpointError, apple_name, open_checkpoint
-from fastvlm.convert.manifest import load_manifest
+from fastvlm.convert import manifest
+from fastvlm.convert.manifest import Entry, load_manifest
 from tests.apple_layout import shrunk, write_zero_checkpoint
 
 MANIFEST = load_manifest()
@@ -27,6 +29,34 @@ def test_the_manifest_says_where_it_comes_from():
     assert "llava/model/multimodal_encoder/mobileclip/mci.py" in source["files"]
     assert "Never derived from this project's code" in MANIFEST.header["derived"]
     assert {e.dtype for e in MANIFEST.entries} == {"BF16", "I64"} and len(MANIFEST.entries) > 900
+
+
+@pytest.mark.parametrize("dtype, size", [("BF16", 2), ("F16", 2), ("F32", 4), ("I64", 8)])
+def test_an_entrys_bytes_are_its_elements_times_its_dtypes_size(dtype, size):
+    """What the random Apple-layout checkpoints are laid out by (tests/apple_layout.py); Apple's are BF16 and I64."""
+    assert Entry("w", (3, 5), dtype).nbytes == 15 * size
+
+
+HEADER = {"model": "m", "source": {"repository": "r", "commit": "c"}, "derived": "d", "config": {}}
+
+
+@pytest.mark.parametrize("change, ok", [
+    ({}, True),  # a source of exactly repository and commit is enough
+    ({"derived": None}, False),  # a header key missing, though the source is whole
+    ({"source": {"repository": "r"}}, False),  # the source without its commit
+    ({"tensors": [["w", [2], "BF16"], ["w", [3], "BF16"]]}, False),  # one name twice
+])  # fmt: skip
+def test_a_manifest_is_refused_without_its_provenance_or_with_a_name_twice(tmp_path, monkeypatch, change, ok):
+    data = {**HEADER, "tensors": [["w", [2], "BF16"]], **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    (tmp_path / "case.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(manifest, "MANIFESTS", tmp_path)
+    load = manifest.load_manifest.__wrapped__  # not its cache: every case is called "case"
+    if ok:
+        assert [e.name for e in load("case").entries] == ["w"]
+    else:
+        with pytest.raises(ValueError, match="header must say|listed twice"):
+            load("case")
 
 
 def test_every_apple_key_becomes_one_distinct_name():

@@ -9,6 +9,7 @@ import sys
 
 from fastvlm.amx.probe import AMX_FLAGS, amx_verdict, child_command
 from fastvlm.engine.cpu import cpu_flags
+from fastvlm.engine.llamalib import features_in_use, import_llama
 
 
 def test_a_q8_0_tiny_model_answers_in_a_child_process(tmp_path):
@@ -16,6 +17,8 @@ def test_a_q8_0_tiny_model_answers_in_a_child_process(tmp_path):
     assert done.returncode == 0, f"the probe child exited {done.returncode}:\n{done.stderr[-3000:]}"
     words = done.stdout.split()
     assert words[0] == "ok" and words[1]  # answered, and named the llama.cpp CPU variant it ran
+    built_with_amx = "AMX_INT8" in features_in_use(import_llama())  # the same llama.cpp, asked from here
+    assert words[2] == ("AMX_INT8" if built_with_amx else "-")
 
 
 def test_the_probe_run_for_real_says_works(tmp_path):

@@ -55,3 +55,39 @@ def test_a_child_that_hangs_or_cannot_start_leaves_amx_off_for_this_run(tmp_path
     assert (hung.status, hung.extra_buffers, hung.detail) == ("failed", False, "no answer in 0 s")
     missing = probe.run_child([str(tmp_path / "no-such-python")])
     assert (missing.status, missing.extra_buffers) == ("failed", False) and "no-such-python" in missing.detail
+
+
+def test_the_child_loads_with_llamas_extra_buffers_and_prefills_one_batch_of_many_rows(tmp_path, monkeypatch):
+    """What makes the probe a probe of the AMX path, which a CPU without AMX cannot show: extra buffers on, and a
+    prefill of more than one row (the tile kernel), plain text."""
+    from fastvlm.amx import child
+    from fastvlm.engine import lm as lm_module
+
+    seen: dict = {}
+
+    class RecordingLM:
+        @classmethod
+        def load(cls, config):
+            seen["config"] = config
+            return cls()
+
+        def tokenize(self, text, special):
+            seen["special"] = special
+            return list(range(200))
+
+        def prefill(self, segments):
+            seen["rows"] = [len(s.ids) for s in segments]
+
+        def generate(self, options):
+            seen["max_new_tokens"] = options.max_new_tokens
+            yield from (7, 8)
+
+        def close(self):
+            seen["closed"] = True
+
+    monkeypatch.setattr(child, "write_probe_model", lambda folder: folder / "probe-q8_0.gguf")
+    monkeypatch.setattr(lm_module, "LlamaLM", RecordingLM)
+    child.run_probe(tmp_path, threads=1)
+    assert seen["config"].extra_buffers and seen["config"].llm_path == tmp_path / "probe-q8_0.gguf"
+    assert seen["rows"] == [child.PROBE_POSITIONS] and child.PROBE_POSITIONS > 1 and seen["special"] is False
+    assert seen["max_new_tokens"] == 2 and seen["closed"]

@@ -74,6 +74,11 @@ class Stats:
     stop_reason: StopReason = "end_of_turn"
 
     @property
+    def prefilled_tokens(self) -> int:
+        """Prompt positions this request computed (not served from the KV cache)."""
+        return self.prompt_tokens - self.reused_tokens
+
+    @property
     def tokens_per_s(self) -> float:
         """Decode speed over the tokens after the first one (the first is part of TTFT)."""
         if self.new_tokens <= 1 or self.decode_s <= 0:

@@ -17,6 +17,10 @@ def test_decode_speed_counts_the_tokens_after_the_first(new_tokens, decode_s, sp
     assert Stats(new_tokens=new_tokens, decode_s=decode_s).tokens_per_s == pytest.approx(speed)
 
 
+def test_prefilled_tokens_are_the_prompts_positions_less_those_reused():
+    assert Stats(prompt_tokens=94, reused_tokens=30).prefilled_tokens == 64
+
+
 def stream():
     yield FirstToken(0.1)
     yield TextDelta("A red")

@@ -65,6 +65,8 @@ def test_a_frame_is_timed_by_its_own_rate():
 
 def test_audio_may_run_ahead_s_ahead_of_the_clock_since_the_line_opened_and_no_further():
     link = line()
+    link.opened = 0.0  # a clock read as 0 when it opened: `opened + 0.04 - opened` is then exactly 0.04, whatever
+    # the machine's uptime (at a monotonic clock of ~64 000 s it came out a hair under, and 5.04 s was too fast)
     for _ in range(5):  # 5 s at once, the moment it opened
         assert link.check(frame(1.0), LIMITS, now=link.opened) is None
     assert link.check(frame(0.04), LIMITS, now=link.opened) == TOO_FAST

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 RULES = ("semantic", "silence")
 _RECENT_S = 0.1  # sound this recent may be speech the VAD has not heard yet: a chunk (40 ms) + its lag (<= 64 ms)
 _LEAD_S = 0.096  # Silero hears speech stop up to ~60 ms late (bench questions): look this far back for the real end
+# ...for blocks this much louder than the pause: a word's fading end in a noisy room counts as voice (at 12 dB,
+# in -40 dBFS noise, 2 of the bench's 20 paused questions were cut; at 6 dB none: docs/speech.md)
+_LEAD_RISE_DB = 6.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,7 +262,7 @@ class TurnTaker:
         if judge is not None and not judge.needs_transcript:
             threading.Thread(target=_run, args=(verdict, judge.judge, pause.audio, None), name="turn-judge",
                              daemon=True).start()
-        quiet_from = self.detector.sound_end_s(pause.end_s, _LEAD_S)
+        quiet_from = self.detector.sound_end_s(pause.end_s, _LEAD_S, _LEAD_RISE_DB)
         return _Pause(pause, transcript, verdict, pause.end_s if quiet_from is None else quiet_from)
 
 

@@ -272,14 +272,15 @@ class TurnDetector:
             return None
         return np.concatenate(self._s.audio)[round(since_s * RATE) - self._s.audio_from :]
 
-    def sound_end_s(self, since_s: float, lead_s: float) -> float | None:
+    def sound_end_s(self, since_s: float, lead_s: float, rise_db: float = 12.0) -> float | None:
         """Where the sound really stopped before the pause that began at `since_s` (`audio.sound_ended`: up to
-        `lead_s` earlier, the VAD hearing speech stop a window or two late); None when the speech went on."""
+        `lead_s` earlier, the VAD hearing speech stop a window or two late; sound is `rise_db` over the pause's
+        quiet level); None when the speech went on."""
         if self.silence_s(since_s) is None:
             return None
         at = round(since_s * RATE) - self._s.audio_from  # in the kept audio
         lead = min(round(lead_s * RATE), at)
-        return since_s - sound_ended(np.concatenate(self._s.audio)[at - lead :], lead) / RATE
+        return since_s - sound_ended(np.concatenate(self._s.audio)[at - lead :], lead, rise_db) / RATE
 
     def end_now(self, since_s: float) -> UtteranceEnded | None:
         """End the utterance in the pause that began at `since_s`, as if the end silence had passed; None when

@@ -292,6 +292,15 @@ def test_the_confirming_silence_counts_from_where_the_voice_stopped_not_from_the
     assert CONFIRM_S + 0.096 <= seen - 1.024 <= CONFIRM_S + 0.096 + 0.04
 
 
+def test_a_words_fading_end_in_a_noisy_room_counts_as_voice_not_silence():
+    """A room at -43 dBFS and a word's last 32 ms 9.5 dB over it: the silence counts from after that fade."""
+    hum = (0.01 * np.sin(np.arange(int(RATE * 1.5)) * 0.2)).astype(np.float32)
+    fade = (0.03 * np.sin(np.arange(int(RATE * 0.032)) * 0.3)).astype(np.float32)
+    audio = np.concatenate([voice(1.024), fade, hum])
+    [(end, seen)] = ends(hear(late_ending("What color is the square?"), audio, chunk_s=0.04))
+    assert CONFIRM_S <= seen - 1.056 <= CONFIRM_S + 0.04
+
+
 def test_a_pause_shorter_than_the_confirming_silence_is_not_the_end_when_the_vad_hears_it_late():
     """0.53 s of silence, which the late VAD takes for 0.59 s: the person goes on (no hold to save it)."""
     script = ("What am I holding", "What am I holding in my right hand?")

@@ -262,7 +262,8 @@ class TurnTaker:
         if judge is not None and not judge.needs_transcript:
             threading.Thread(target=_run, args=(verdict, judge.judge, pause.audio, None), name="turn-judge",
                              daemon=True).start()
-        quiet_from = self.detector.sound_end_s(pause.end_s, _LEAD_S, _LEAD_RISE_DB)
+        # only a judged pause counts its silence from where the voice stopped (the fixed rule is the detector's)
+        quiet_from = None if verdict is None else self.detector.sound_end_s(pause.end_s, _LEAD_S, _LEAD_RISE_DB)
         return _Pause(pause, transcript, verdict, pause.end_s if quiet_from is None else quiet_from)
 
 

@@ -149,6 +149,19 @@ def test_a_new_image_withdraws_the_question_still_waiting_for_the_old_one(photo,
     assert engine.requests[-1].image == str(other)
 
 
+def test_a_new_or_cleared_image_stops_the_answer_about_the_old_one_at_once(photo, tmp_path):
+    """Replacing the image (or clearing it) while its answer runs stops that answer then, not at the next Submit:
+    the engine is freed for whoever is next in line, and nothing more is shown about the old image."""
+    other = tmp_path / "other.png"
+    Image.new("RGB", (40, 40), (0, 0, 255)).save(other)
+    for replaced_by in (str(other), None):
+        session = ImageSession()
+        guard(session, photo)
+        token = session.turnstile.token
+        new_conversation(session, replaced_by)
+        assert token.cancelled and not session.turnstile.active, replaced_by
+
+
 def test_a_submit_that_beats_the_uploads_own_event_is_not_refused_or_withdrawn(photo, tmp_path):
     """The new image's Submit can reach the server before the upload's event: the question about the new image
     withdraws the one about the old image, and the upload's event that follows leaves it running."""

@@ -94,14 +94,29 @@ def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
     assert session.answered == 0 and len(session.feed) == 1
 
 
+def test_stop_then_start_again_still_ends_the_earlier_runs_answer():
+    """Stop and Start again in quick succession, while the earlier run's answer still streams: that answer ends
+    as after a Stop alone (a new run is never taken for the old one)."""
+    engine, session = make_engine(b"y" * 500, delay=0.003), started()
+    remember(session, frame(70))
+    answering = tick(engine, session, "q", 500, None, 20, every_s=0)
+    for _ in range(5):
+        next(answering)
+    stop(session)
+    start(session, 4)
+    assert len(list(answering)) <= 1 and not engine.busy
+    assert session.feed[0].state == "stopped" and session.answered == 0 and session.running
+
+
 def test_the_feed_is_newest_first_bounded_and_escaped():
-    engine, session = make_engine(b"<b>bold</b>"), started()
+    engine, session = make_engine(), started()
     for v in range(5):
+        engine.lm.script = f"<b>answer {v}</b>".encode()
         remember(session, frame(v + 100))
         run_tick(engine, session, feed_size=3)
-    assert session.answered == 5 and len(session.feed) == 3
+    assert session.answered == 5 and [i.text for i in session.feed] == [f"<b>answer {v}</b>" for v in (4, 3, 2)]
     html = feed_html(session.feed)
-    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "<b>" not in html
+    assert "&lt;b&gt;answer 4&lt;/b&gt;" in html and "<b>" not in html
     items = [FeedItem("10:00:01", "old", 0.5, "done"), FeedItem("10:00:05", "new", None)]
     html = feed_html(items[::-1])
     assert html.index("new") < html.index("old") and "answering" in html and "TTFT 500 ms" in html

@@ -79,12 +79,18 @@ def test_no_frames_warn_once_and_an_already_answered_frame_is_not_answered_again
     assert session.answered == 1
 
 
-def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
+def long_answer_under_way():
+    """(engine, session, the tick's generator) five parts into a 500-token answer."""
     engine, session = make_engine(b"y" * 500, delay=0.003), started()
     remember(session, frame(70))
     answering = tick(engine, session, "q", 500, None, 20, every_s=0)
     for _ in range(5):
         next(answering)
+    return engine, session, answering
+
+
+def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
+    engine, session, answering = long_answer_under_way()
     stop(session)
     rest = list(answering)  # the generator notices the new run and closes the stream
     assert len(rest) <= 1 and not engine.busy
@@ -97,11 +103,7 @@ def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
 def test_stop_then_start_again_still_ends_the_earlier_runs_answer():
     """Stop and Start again in quick succession, while the earlier run's answer still streams: that answer ends
     as after a Stop alone (a new run is never taken for the old one)."""
-    engine, session = make_engine(b"y" * 500, delay=0.003), started()
-    remember(session, frame(70))
-    answering = tick(engine, session, "q", 500, None, 20, every_s=0)
-    for _ in range(5):
-        next(answering)
+    engine, session, answering = long_answer_under_way()
     stop(session)
     start(session, 4)
     assert len(list(answering)) <= 1 and not engine.busy

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fastvlm import EngineConfig, Request
+from fastvlm.engine.prompt import DEFAULT_QUESTION
 from fastvlm.engine.engine import Engine
 from tests.fakes import FakeLM, FakeVision
 from ui.tab_live import FeedItem, LiveSession, counter_text, feed_html, remember, start, stop, tick
@@ -43,11 +44,26 @@ def test_the_latest_frame_is_answered_and_lands_in_the_feed_with_its_ttft():
     updates = run_tick(engine, session)
     request, wait = requests[0]
     assert wait == 0 and int(request.image[0, 0, 0]) == 30  # never waits; the newest frame
+    assert request.question == "Describe briefly."  # the person's question, not the default
     assert session.answered == 1 and session.skipped == 0
     item = session.feed[0]
     assert item.text == "A hand." and item.state == "done" and item.ttft_s > 0
     counter, feed = updates[-1]
     assert "answered 1 · skipped 0" in counter and "A hand." in feed and "TTFT" in feed
+
+
+def test_start_runs_the_timer_at_the_interval_stop_halts_it_and_an_emptied_question_asks_the_default():
+    session = LiveSession()
+    timer, _ = start(session, 3)
+    assert timer.active and timer.value == 3.0 and session.running
+    assert not stop(session).active and not session.running
+    engine, session = make_engine(), started()
+    remember(session, frame(5))
+    asked = []
+    stream = engine.stream
+    engine.stream = lambda request, wait=None: asked.append(request.question) or stream(request, wait)
+    run_tick(engine, session, question="")
+    assert asked == [DEFAULT_QUESTION]
 
 
 def test_a_frame_is_skipped_and_counted_while_the_engine_is_busy():

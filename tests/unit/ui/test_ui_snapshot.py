@@ -47,6 +47,8 @@ def test_no_capture_a_black_frame_and_a_second_click_are_reported_in_the_page():
         list(analyse(engine, session, None, "q", None, 64))
     black = np.zeros((48, 64, 3), np.uint8)
     assert is_blank(black) and not is_blank(FRAME)
+    assert is_blank(np.full((2, 2, 3), 7, np.uint8)) and not is_blank(np.full((2, 2, 3), 8, np.uint8))  # the dark edge
+    assert is_blank(np.zeros((0, 0, 3), np.uint8)) and not is_blank(np.full((1, 1, 1), 200, np.uint8))
     with pytest.warns(UserWarning, match="black frame"):
         on_capture(engine, black, None)
     assert engine.vision.calls == 0

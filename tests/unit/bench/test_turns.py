@@ -43,7 +43,8 @@ def paused(duration_s: float = 0.4) -> turns.Spoken:
 def test_a_turn_that_ends_in_the_pause_is_cut_and_one_that_ends_after_it_is_not(end_s, cut):
     res = turns.cut_off(lambda rule: EndsAt(end_s, at_s=0.2), ("semantic",), [paused()], CHUNK_S)["semantic"]
     assert (res["cut"], res["never_ended"], res["of"]) == (int(cut), 0, 1)
-    assert res["runs"][0]["ended_by"] == "silence"
+    run = res["runs"][0]
+    assert run["ended_by"] == "silence" and -0.06 <= run["after_end_s"] <= 0.1  # known at ~0.2 s, spoken to 0.25 s
 
 
 def test_a_question_without_a_pause_is_never_counted_cut():
@@ -63,3 +64,30 @@ def test_hear_turn_reports_when_the_end_was_known():
     taker = EndsAt(0.1, at_s=0.15)
     ended, at = turns.hear_turn(taker, np.zeros(int(0.4 * RATE), np.float32), CHUNK_S)
     assert ended.end_s == 0.1 and 0.14 <= at <= 0.3 and taker.fed == int(0.15 * RATE)
+
+
+class Voice:
+    """eSpeak NG as `speak` uses it: each part is 0.1 s of quiet, a 0.2 s tone whose first and last samples are
+    faint (under the 0.02 `speak` trims at), and 0.1 s of quiet."""
+
+    sample_rate = RATE
+
+    def synthesize(self, text: str, voice: str, wpm: int) -> np.ndarray:
+        tone = np.where(np.arange(int(0.2 * RATE)) % 2, 0.5, -0.5).astype(np.float32)
+        tone[0] = tone[-1] = 0.01
+        quiet = np.zeros(int(0.1 * RATE), np.float32)
+        return np.concatenate([quiet, tone, quiet])
+
+
+def test_speak_lays_out_the_parts_with_the_pause_between_and_knows_where_each_is():
+    spoken = turns.speak(Voice(), ("What color is", "the shirt?"), 140, pause_s=0.5, lead_s=0.25, tail_s=1.0)
+    voiced = (int(0.2 * RATE) - 2) / RATE  # a tone less its faint first and last samples
+    assert spoken.text == "What color is the shirt?"
+    assert spoken.start_s == 0.25 and spoken.pause_s == pytest.approx((0.25 + voiced, 0.75 + voiced))
+    assert spoken.end_s == pytest.approx(0.75 + 2 * voiced)
+    assert spoken.audio.size == round((0.25 + 0.5 + 1.0 + 2 * voiced) * RATE)
+    loud = np.flatnonzero(np.abs(spoken.audio) > 0.02) / RATE
+    assert loud[0] == pytest.approx(spoken.start_s, abs=2 / RATE)
+    assert loud[-1] == pytest.approx(spoken.end_s, abs=2 / RATE)
+    whole = turns.speak(Voice(), ("What is this?",), 140)
+    assert whole.pause_s is None and whole.end_s == pytest.approx(0.5 + voiced)

@@ -55,11 +55,28 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
         # semantic: turn_min_silence_ms, a VAD window, up to a chunk (0.25 s); silence: end_silence_ms and a chunk
         assert tail[0] <= r["vad_tail_s"] <= tail[1] and r["ended_by"] == {"semantic": "judge"}.get(rule, rule)
         assert all(r[k] >= 0 for k in voice.STAGES) and r["voice"] == "fake-tts"
+        # the transcript was ready at the end; the prepare's thread counts the question's simulated seconds too
+        assert r["stt_s"] < 0.05 and 0 <= r["prepare_s"] < 5
         # semantic: answered from the 120 ms pause on (--preemptive), heard once the turn is over
         assert r["preemptive"] is (rule == "semantic") and r["preemptive_cancelled"] == 0
         assert r["total_s"] >= r["vad_tail_s"] + (0 if r["preemptive"] else r["ttft_s"])
     out = capsys.readouterr().out
     assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out
+
+
+def test_the_bench_waits_for_a_quiet_machine_but_not_past_its_limit(monkeypatch, caplog):
+    clock = SimulatedTime()
+    monkeypatch.setattr(voice, "time", clock)
+    loads = iter([2.0, 1.6, 0.4])
+    monkeypatch.setattr(voice.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    assert voice._wait_quiet(1.5, 300) == 0.4 and clock.slept == 10  # checked every 5 s until below 1.5
+    monkeypatch.setattr(voice.os, "getloadavg", lambda: (0.4, 0.0, 0.0))
+    clock.slept = 0.0
+    assert voice._wait_quiet(1.5, 300) == 0.4 and clock.slept == 0  # quiet already: no wait
+    monkeypatch.setattr(voice.os, "getloadavg", lambda: (1.5, 0.0, 0.0))
+    with caplog.at_level("WARNING"):
+        assert voice._wait_quiet(1.5, 12) == 1.5  # never below the limit (at it is not quiet): measured anyway
+    assert 12 <= clock.slept <= 17 and "never got quiet" in caplog.text
 
 
 def test_a_first_piece_cut_at_the_reference_token_is_spoken_as_the_reference_words(tmp_path):

@@ -46,6 +46,9 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     args = parser.parse_args(["--resolutions", "128", "--num-runs", "2", "--warmup-runs", "1", "--threads", "1",
                               "--end-of-turn", rule, "--report-json", str(tmp_path / "voice.json")])
     engine = make_engine(b"You hold a red cup. It looks full.")
+    asked, stream = [], engine.stream
+    engine.stream = lambda request, wait=None, cancel=None: (asked.append(request.question)
+                                                             or stream(request, wait, cancel))
     assert voice.run(args, lambda a: engine) == 0
     report = json.loads((tmp_path / "voice.json").read_text())
     runs = report["by_resolution"]["128"]["runs"]
@@ -60,6 +63,9 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
         # semantic: answered from the 120 ms pause on (--preemptive), heard once the turn is over
         assert r["preemptive"] is (rule == "semantic") and r["preemptive_cancelled"] == 0
         assert r["total_s"] >= r["vad_tail_s"] + (0 if r["preemptive"] else r["ttft_s"])
+        assert r["total_s"] <= r["vad_tail_s"] + 0.5  # the fakes answer in milliseconds once the turn is over
+        assert r["sentence_s"] < 0.5 and r["tts_s"] < 0.5 and r["transcript"] == transcriber.text
+    assert set(asked) == {transcriber.text}  # what was heard is what is asked
     out = capsys.readouterr().out
     assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out
 
@@ -135,3 +141,8 @@ def test_a_turn_with_words_heard_ahead_prefills_them_and_reports_them(tmp_path, 
     assert taker.wanted == 0.5 and row["prepared_before_end"]
     assert [(a["words"], a["ok"], a["done_before_end"]) for a in row["words_ahead"]] == [("What am I", True, True)]
     assert len(prefilled()) == 1 and row["transcript"] == "What am I holding?"
+
+
+def test_the_reference_answers_first_piece_is_cut_where_the_apps_chunker_releases_it():
+    assert voice.first_piece(3) == (5, "You are holding")  # once " a" shows the phrase is over
+    assert voice.first_piece_tokens(3) == 5 and voice.first_piece_tokens(0) == 8  # a sentence: " It" ends it

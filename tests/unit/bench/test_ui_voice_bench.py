@@ -146,3 +146,22 @@ def test_a_turn_with_words_heard_ahead_prefills_them_and_reports_them(tmp_path, 
 def test_the_reference_answers_first_piece_is_cut_where_the_apps_chunker_releases_it():
     assert voice.first_piece(3) == (5, "You are holding")  # once " a" shows the phrase is over
     assert voice.first_piece_tokens(3) == 5 and voice.first_piece_tokens(0) == 8  # a sentence: " It" ends it
+
+
+def test_each_spoken_question_knows_where_its_voice_starts_and_ends(monkeypatch):
+    """The end of speech every stage is timed from: the last sample over 0.02 of the synthesized question, after
+    the 0.5 s lead (a scripted voice: 0.1 s quiet, a 0.2 s tone with faint edges, 0.1 s quiet)."""
+    from fastvlm import speech
+    from fastvlm.speech import SpeechConfig, espeak
+    from tests.unit.bench.test_turns import Voice
+
+    for name in ("WhisperTranscriber", "FallbackSpeaker", "EspeakSpeaker"):
+        monkeypatch.setattr(speech, name, type(name, (), {"load": staticmethod(lambda config, name=name: name)}))
+    monkeypatch.setattr(speech, "silero_vad", lambda: "vad")
+    monkeypatch.setattr(espeak, "find_backend", Voice)
+    transcriber, speaker, vad, questions = voice._speech(SpeechConfig(), "espeak", 140)
+    assert (transcriber, speaker, vad) == ("WhisperTranscriber", "EspeakSpeaker", "vad")
+    assert [q[2] for q in questions] == list(voice.QUESTIONS)
+    audio, end_s, _, start_s = questions[0]
+    assert start_s == (8_000 + 1_601) / RATE and end_s == (8_000 + 1_600 + 3_199) / RATE
+    assert audio.size == 8_000 + 6_400 + 40_000 and np.abs(audio[round(end_s * RATE):]).max() <= 0.02

@@ -165,3 +165,51 @@ def test_each_spoken_question_knows_where_its_voice_starts_and_ends(monkeypatch)
     audio, end_s, _, start_s = questions[0]
     assert start_s == (8_000 + 1_601) / RATE and end_s == (8_000 + 1_600 + 3_199) / RATE
     assert audio.size == 8_000 + 6_400 + 40_000 and np.abs(audio[round(end_s * RATE):]).max() <= 0.02
+
+
+def test_a_first_sentence_or_a_short_whole_answer_is_what_is_spoken(tmp_path):
+    from tests.unit.ui.test_ui_voice import FRAME
+
+    sentences = argparse.Namespace(first_phrase_words=0, sentence_tokens=100, max_tokens=40)
+    for script, said in ((b"Red. Blue. Green.", "Red."), (b"Red", "Red")):
+        speaker = FakeSpeaker(tmp_path)
+        voice._answer(make_engine(script), speaker, "What colors?", FRAME, 128, sentences)
+        assert speaker.texts == [said]
+
+
+def test_an_answer_begun_at_a_pause_the_person_spoke_on_from_is_withdrawn_and_the_whole_question_answered(
+        tmp_path, monkeypatch):
+    """--preemptive: the answer begun at `TurnLikelyEnded` is cancelled by the `TurnResumed` for its pause and
+    never spoken; the turn's end (a later pause) is answered from its own transcript and counted as not early."""
+    from concurrent.futures import Future
+
+    from fastvlm.speech import Transcript
+    from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed
+    from tests.unit.ui.test_ui_voice import FRAME
+
+    def heard(text: str) -> Future:
+        done = Future()
+        done.set_result(Transcript(text, "en", 1.0, elapsed_s=0.01))
+        return done
+
+    def hear(taker, audio, chunk_s, on_event=None):
+        on_event(TurnLikelyEnded(audio, 0.5, 1.5, heard("What am I holding"), None))
+        deadline = time.monotonic() + 5
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)  # the early answer has begun
+        on_event(TurnResumed(1.5))
+        return TurnEnded(audio, 0.5, 2.5, False, heard(whole), "judge"), 2.6
+
+    whole = "What am I holding in my right hand?"
+    monkeypatch.setattr(turns, "hear_turn", hear)
+    parser = argparse.ArgumentParser()
+    voice.add_arguments(parser)
+    args = parser.parse_args(["--tts", "espeak"])
+    engine, speaker, asked = make_engine(b"You hold a red cup.", delay=0.05), FakeSpeaker(tmp_path), []
+    stream = engine.stream
+    engine.stream = lambda request, wait=None, cancel=None: asked.append(request.question) or stream(request, wait,
+                                                                                                       cancel)
+    row = voice._one_turn(engine, FakeTranscriber(), speaker, object(), np.zeros(RATE, np.float32), 2.4, FRAME,
+                          128, args)
+    assert row["preemptive_cancelled"] == 1 and row["preemptive"] is False and row["transcript"] == whole
+    assert asked == ["What am I holding", whole] and speaker.texts == ["You are holding"]  # the reference's words

@@ -63,10 +63,11 @@ def test_quantized_files_load_and_answer(tiny_parity, tmp_path):
     from fastvlm.engine.engine import Engine
 
     _, work = tiny_parity
-    vision, llms = convert_quants(work / "tiny-0" / "checkpoint", tmp_path, ("Q8_0", "q4_k_m", "iq4_nl", "q4_0"))
-    assert set(llms) == {"q8_0", "q4_k_m", "iq4_nl", "q4_0"}
+    out = tmp_path / "new" / "folder"  # made, parents and all
+    vision, llms = convert_quants(work / "tiny-0" / "checkpoint", out, ("Q8_0", "q4_k_m", "iq4_nl", "q4_0"))
+    assert set(llms) == {"q8_0", "q4_k_m", "iq4_nl", "q4_0"} and vision.parent == out
     assert llms["q8_0"].name == "llm.gguf" and llms["q4_k_m"].name == "llm-q4_k_m.gguf"
-    assert not list(tmp_path.glob("*.tmp"))
+    assert not list(out.glob("*.tmp"))
     config = EngineConfig(vision_path=vision, llm_path=llms["q4_k_m"], resolution=128, threads=2)
     engine = Engine.load(config, warm_up=False)
     try:

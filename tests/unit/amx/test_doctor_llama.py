@@ -30,3 +30,12 @@ def test_a_build_with_one_backend_built_in_is_a_warning_with_the_rebuild(monkeyp
     section, _ = doctor_llama.llama_section(Verdict("no-amx", True), frozenset({"avx2"}))
     row = next(c for c in section.checks if c.label == "CPU variant")
     assert row.status == "warn" and "pip uninstall -y llama-cpp-python" in row.fix
+
+
+def test_the_features_row_lists_what_llama_cpp_reports_or_says_none(monkeypatch):
+    monkeypatch.setattr(doctor_llama, "features_in_use", lambda llama_cpp: ["AVX2", "AVX512"])
+    section, _ = doctor_llama.llama_section(Verdict("no-amx", True), frozenset({"avx2"}))
+    assert {c.label: c.detail for c in section.checks}["features used"] == "AVX2, AVX512"
+    monkeypatch.setattr(doctor_llama, "features_in_use", lambda llama_cpp: [])
+    section, _ = doctor_llama.llama_section(Verdict("no-amx", True), frozenset({"avx2"}))
+    assert {c.label: c.detail for c in section.checks}["features used"] == "none reported"

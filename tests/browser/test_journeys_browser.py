@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.reports import odd_spans
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,21 +51,8 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     assert all(0 < row["stop_s"] < 3 and row["after_sound_s"] > 0 for row in barge["runs"]), barge
     assert report["page_decode_tokens_per_s"] > 0 and report["engine_decode_tokens_per_s"] > 0
     assert set(report["targets_met"]) <= KEYS
-    # every time is a span of this quick run, not a clock reading: a sum of two page clocks (~1.7e9 s) or a lost
-    # minus sign shows here, where the checks above only ask for more than 0. A "share" is the difference of two
-    # readings of one moment (the bench's and the page readout's), so it may be a little below 0.
-    odd = {path: v for path, v in seconds(j) if not (-1 if "share" in path else 0) <= v < 120}
+    # every time is a span of this quick run, not a clock reading: the checks above only ask for more than 0. A
+    # "share" is the difference of two readings of one moment (the bench's and the page readout's).
+    odd = odd_spans(j, signed=("share",))
     assert not odd, odd
 
-
-def seconds(report, path: str = ""):
-    """(path, value) for every number the report keeps under a key ending in `_s`, rates (`…_per_s`) aside."""
-    if isinstance(report, dict):
-        for key, value in report.items():
-            yield from seconds(value, f"{path}/{key}")
-    elif isinstance(report, list):
-        for i, value in enumerate(report):
-            yield from seconds(value, f"{path}[{i}]")
-    elif isinstance(report, (int, float)) and not isinstance(report, bool) and path.endswith("_s") \
-            and not path.endswith("_per_s"):
-        yield path, report

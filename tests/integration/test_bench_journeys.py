@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fastvlm.bench.journey_report import verdicts
+from tests.reports import odd_spans
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"upload_ask", "upload_ask_early", "snapshot", "live", "voice", "voice_silence", "turn_pauses", "stop", "cold"}
@@ -49,6 +50,9 @@ def test_quick_journeys_report_every_journey(tiny_models, tmp_path):
     assert 0 <= pauses["cut"] <= pauses["of"] and 0 <= pauses["cut_silence"] <= pauses["of"]
     assert report["machine"]["cpu"] and report["raw"]["ttft_s"] > 0
     assert set(report["targets_met"]) <= KEYS
+    # every time a span of this quick run (a paused question cut at its pause ends before its spoken end)
+    odd = odd_spans(j, signed=("after_end_s",))
+    assert not odd, odd
 
 
 def test_verdicts_follow_the_targets_per_resolution():

@@ -50,6 +50,9 @@ def test_gguf_metadata(tiny_parity):
     for special in ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"):
         assert types[tokens.index(special)] == gguf.TokenType.CONTROL
     assert "<|im_start|>" in field("tokenizer.chat_template")
+    assert field("tokenizer.ggml.add_bos_token") is False  # llama.cpp must put no <|endoftext|> before the prompt
+    assert gguf.TokenType.UNUSED in types and gguf.TokenType.BYTE not in types  # the embedding rows past the vocab
+    assert field("general.file_type") == gguf.LlamaFileType.ALL_F32
     names = {t.name for t in reader.tensors}
     assert {"token_embd.weight", "output_norm.weight", "blk.1.attn_q.bias", "blk.1.ffn_down.weight"} <= names
     assert "output.weight" not in names  # tiny ties its head to the embeddings

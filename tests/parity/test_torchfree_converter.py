@@ -124,7 +124,9 @@ def test_bf16_gguf_keeps_the_checkpoint_bits(apple_checkpoint, tmp_path):
 
     out = convert_in_child(apple_checkpoint, tmp_path, "bf16")
     assert out["heavy"] == []
-    tensors = {t.name: t for t in gguf.GGUFReader(out["llm"]).tensors}
+    reader = gguf.GGUFReader(out["llm"])
+    assert reader.fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_BF16  # what it says it holds
+    tensors = {t.name: t for t in reader.tensors}
     q = tensors["blk.0.attn_q.weight"]
     assert q.tensor_type == gguf.GGMLQuantizationType.BF16
     q_proj = "model.layers.0.self_attn.q_proj.weight"

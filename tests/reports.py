@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 
@@ -21,6 +22,7 @@ def seconds(report, path: str = "") -> Iterator[tuple[str, float]]:
 def odd_spans(report, signed: tuple[str, ...] = (), limit_s: float = 120.0) -> dict[str, float]:
     """The times in `report` that are no span of a quick run: below 0 or past `limit_s` (a sum of two clock
     readings, ~1e9 s on the wall clock, or a lost minus sign). Keys containing one of `signed` are differences
-    that may fall a little below 0 (down to -`limit_s`)."""
+    that may fall a little below 0 (down to -`limit_s`). NaN is the bench's "not measured" (a median of nothing,
+    e.g. no first sound read off the page), never the result of clock arithmetic: passed over."""
     return {path: v for path, v in seconds(report)
-            if not (-limit_s if any(s in path for s in signed) else 0) <= v < limit_s}
+            if not math.isnan(v) and not (-limit_s if any(s in path for s in signed) else 0) <= v < limit_s}

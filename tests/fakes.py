@@ -79,3 +79,15 @@ class FakeLM:
 
     def stop_reason(self, token: int):
         return {IM_END: "end_of_turn", EOT: "end_of_text"}.get(token)
+
+
+def record_questions(engine) -> list[str]:
+    """Wrap `engine.stream`: the question of every request it is given is appended to the returned list."""
+    asked, stream = [], engine.stream
+
+    def recording(request, wait=None, cancel=None):
+        asked.append(request.question)
+        return stream(request, wait, cancel)
+
+    engine.stream = recording
+    return asked

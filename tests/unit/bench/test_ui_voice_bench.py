@@ -9,6 +9,7 @@ import pytest
 
 from fastvlm.bench import turns, voice
 from fastvlm.cli.main import add_model_arguments
+from tests.fakes import record_questions
 from tests.unit.ui.test_ui_voice import RATE, FakeSpeaker, FakeTranscriber, LoudnessVad, make_engine
 
 
@@ -46,9 +47,7 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     args = parser.parse_args(["--resolutions", "128", "--num-runs", "2", "--warmup-runs", "1", "--threads", "1",
                               "--end-of-turn", rule, "--report-json", str(tmp_path / "voice.json")])
     engine = make_engine(b"You hold a red cup. It looks full.")
-    asked, stream = [], engine.stream
-    engine.stream = lambda request, wait=None, cancel=None: (asked.append(request.question)
-                                                             or stream(request, wait, cancel))
+    asked = record_questions(engine)
     assert voice.run(args, lambda a: engine) == 0
     report = json.loads((tmp_path / "voice.json").read_text())
     runs = report["by_resolution"]["128"]["runs"]
@@ -206,10 +205,8 @@ def test_an_answer_begun_at_a_pause_the_person_spoke_on_from_is_withdrawn_and_th
     parser = argparse.ArgumentParser()
     voice.add_arguments(parser)
     args = parser.parse_args(["--tts", "espeak"])
-    engine, speaker, asked = make_engine(b"You hold a red cup.", delay=0.05), FakeSpeaker(tmp_path), []
-    stream = engine.stream
-    engine.stream = lambda request, wait=None, cancel=None: asked.append(request.question) or stream(request, wait,
-                                                                                                       cancel)
+    engine, speaker = make_engine(b"You hold a red cup.", delay=0.05), FakeSpeaker(tmp_path)
+    asked = record_questions(engine)
     row = voice._one_turn(engine, FakeTranscriber(), speaker, object(), np.zeros(RATE, np.float32), 2.4, FRAME,
                           128, args)
     assert row["preemptive_cancelled"] == 1 and row["preemptive"] is False and row["transcript"] == whole

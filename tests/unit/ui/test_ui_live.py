@@ -10,7 +10,7 @@ import pytest
 from fastvlm import EngineConfig, Request
 from fastvlm.engine.prompt import DEFAULT_QUESTION
 from fastvlm.engine.engine import Engine
-from tests.fakes import FakeLM, FakeVision
+from tests.fakes import FakeLM, FakeVision, record_questions
 from ui.tab_live import FeedItem, LiveSession, counter_text, feed_html, remember, start, stop, tick
 
 
@@ -59,9 +59,7 @@ def test_start_runs_the_timer_at_the_interval_stop_halts_it_and_an_emptied_quest
     assert not stop(session).active and not session.running
     engine, session = make_engine(), started()
     remember(session, frame(5))
-    asked = []
-    stream = engine.stream
-    engine.stream = lambda request, wait=None: asked.append(request.question) or stream(request, wait)
+    asked = record_questions(engine)
     run_tick(engine, session, question="")
     assert asked == [DEFAULT_QUESTION]
 

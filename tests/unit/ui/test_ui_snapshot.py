@@ -9,7 +9,7 @@ import pytest
 from fastvlm import EngineConfig
 from fastvlm.engine.prompt import DEFAULT_QUESTION
 from fastvlm.engine.engine import Engine
-from tests.fakes import FakeLM, FakeVision
+from tests.fakes import FakeLM, FakeVision, record_questions
 from ui.tab_snapshot import NO_TTFT_YET, SnapshotSession, analyse, guard, is_blank, on_capture
 
 FRAME = np.random.default_rng(0).integers(30, 255, (48, 64, 3), dtype=np.uint8)
@@ -25,9 +25,7 @@ def test_a_capture_is_prepared_at_once_so_analyse_reuses_its_encoding():
     engine = make_engine()
     on_capture(engine, FRAME, None)
     assert engine.vision.calls == 1
-    asked, stream = [], engine.stream
-    engine.stream = lambda request, wait=None, cancel=None: asked.append(request.question) or stream(request, wait,
-                                                                                                       cancel)
+    asked = record_questions(engine)
     updates = list(analyse(engine, SnapshotSession(), FRAME, "What am I holding?", None, 64, every_s=0))
     list(analyse(engine, SnapshotSession(), FRAME, "", None, 64, every_s=0))
     assert asked == ["What am I holding?", DEFAULT_QUESTION]  # the person's question; none given, the default

@@ -272,7 +272,7 @@ class TurnDetector:
             return None
         return np.concatenate(self._s.audio)[round(since_s * RATE) - self._s.audio_from :]
 
-    def sound_end_s(self, since_s: float, lead_s: float, rise_db: float = 12.0) -> float | None:
+    def sound_end_s(self, since_s: float, lead_s: float, rise_db: float) -> float | None:
         """Where the sound really stopped before the pause that began at `since_s` (`audio.sound_ended`: up to
         `lead_s` earlier, the VAD hearing speech stop a window or two late; sound is `rise_db` over the pause's
         quiet level); None when the speech went on."""

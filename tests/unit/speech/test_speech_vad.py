@@ -263,13 +263,15 @@ def test_where_the_sound_stopped_before_a_pause_the_vad_heard_late():
     [pause] = [e for e, _ in feed(d, np.concatenate([silence(0.512), voice(1.024), silence(0.3)]))
                if isinstance(e, Paused)]
     assert pause.end_s == pytest.approx(1.536 + 0.064)  # the VAD's end: late
-    assert d.sound_end_s(pause.end_s, lead_s=0.096) == pytest.approx(1.536)  # where the voice stopped
-    assert d.sound_end_s(pause.end_s, lead_s=0.032) == pytest.approx(1.6 - 0.032)  # no further back than asked
+    assert d.sound_end_s(pause.end_s, lead_s=0.096, rise_db=6.0) == pytest.approx(1.536)  # where the voice stopped
+    # no further back than asked
+    assert d.sound_end_s(pause.end_s, lead_s=0.032, rise_db=6.0) == pytest.approx(1.6 - 0.032)
     feed(d, voice(0.1))
-    assert d.sound_end_s(pause.end_s, lead_s=0.096) is None  # the speech went on
+    assert d.sound_end_s(pause.end_s, lead_s=0.096, rise_db=6.0) is None  # the speech went on
     first = TurnDetector(LoudnessVad(), SpeechConfig(speech_pad_ms=0, min_speech_ms=0), pause_ms=64)
     [pause] = [e for e in first.feed(RATE, np.concatenate([voice(0.032), silence(0.2)])) if isinstance(e, Paused)]
-    assert first.sound_end_s(pause.end_s, lead_s=0.096) == pytest.approx(0.032)  # only 32 ms of sound were kept
+    # only 32 ms of sound were kept
+    assert first.sound_end_s(pause.end_s, lead_s=0.096, rise_db=6.0) == pytest.approx(0.032)
 
 
 def test_the_audio_kept_between_questions_is_bounded_and_is_the_right_audio():

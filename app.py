@@ -213,20 +213,18 @@ def _api_settings(args: argparse.Namespace):
                        allowed_hosts=names(args.allowed_hosts))
 
 
-def load_engine(args: argparse.Namespace, background: bool = False):
-    """The engine (or remote backend). With `background` the page can be served at once: weights already on
-    this machine are found first (an error now if there are none and downloads are off), then the download
-    (if needed), load and warm-up run in a thread whose stage the header shows."""
+def load_engine(args: argparse.Namespace):
+    """The engine (or remote backend), loaded in the background so that the page can be served at once: weights
+    already on this machine are found first (an error now if there are none and downloads are off), then the
+    download (if needed), load and warm-up run in a thread whose stage the header shows."""
     if args.backend:
         from fastvlm.remote import RemoteEngine
 
         log.info("using the remote backend %s", args.backend)
         return RemoteEngine.connect(args.backend, args.backend_key)  # never this server's own key
     from fastvlm.cli.main import model_paths
+    from fastvlm.engine.config import TRAINED_RESOLUTION
     from fastvlm.engine.events import ModelFileError
-
-    if not background:
-        return _build_engine(args, model_paths(args), log.info)
     from fastvlm.weights.loading import BackgroundLoad
 
     try:
@@ -237,7 +235,7 @@ def load_engine(args: argparse.Namespace, background: bool = False):
             raise
         paths = None  # downloaded in the background while the page says so
     planned = {"vision": str(paths.vision) if paths else "", "llm": str(paths.llm) if paths else "",
-               "resolution": args.resolution or 1024, "threads": args.threads, "n_ctx": args.n_ctx}
+               "resolution": args.resolution or TRAINED_RESOLUTION, "threads": args.threads, "n_ctx": args.n_ctx}
     loader = BackgroundLoad(lambda: _build_engine(args, paths, loader.report), planned)
     return loader.start()
 
@@ -284,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                  SPACES_PROXIES)
     try:
         settings = _api_settings(args)  # a bad proxy list or header is told now, not after the model loaded
-        engine = load_engine(args, background=True)
+        engine = load_engine(args)
     except (ModelFileError, RemoteError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)  # the one line a person starting the app must see
         return 2

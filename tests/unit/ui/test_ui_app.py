@@ -2,11 +2,15 @@
 
 import os
 import socket
+import threading
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from PIL import Image
 
 import app
+from fastvlm.engine.events import ModelFileError
 from ui import create_app, launch
 
 pytest.importorskip("gradio_client")
@@ -35,6 +39,11 @@ def test_missing_weights_offline_exit_non_zero_with_the_engines_message(tmp_path
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+
+    def launch(*args, **kwargs):  # the real one serves until stopped: a regression would hang the run
+        raise AssertionError("the page was served with no weights and downloads off")
+
+    monkeypatch.setattr("ui.launch", launch)
     assert app.main(["--models", str(tmp_path), "--no-download"]) == 2
     err = capsys.readouterr().err
     assert "FastVLM weights are not available" in err and "--models DIR" in err
@@ -222,3 +231,96 @@ def test_on_a_space_visitors_are_told_apart_by_the_address_its_proxy_forwards(mo
     monkeypatch.delenv("SPACE_ID")  # anywhere else nothing is believed unless told
     settings = app._api_settings(app.build_parser().parse_args([]))
     assert counted_client(_connection("10.16.3.80", "203.0.113.7"), settings) == "10.16.3.80"
+
+
+class _Loaded:
+    """What the replaced `_build_engine` returns: an engine that only describes itself and closes."""
+
+    def describe(self) -> dict:
+        return {"model": "loaded"}
+
+    def close(self) -> None:
+        pass
+
+
+def _replace_the_load(monkeypatch, found: bool):
+    """app.py's weights lookup and engine build replaced: the lookups made (their download/look_only), the builds
+    asked for (paths, report), and an event that lets a build finish."""
+    from fastvlm.cli import main as cli
+    from fastvlm.engine.events import ModelFileError
+
+    lookups, builds, release = [], [], threading.Event()
+
+    def model_paths(args, download=None, report=None, look_only=False):
+        lookups.append({"download": download, "look_only": look_only, "report": report})
+        if not found:
+            raise ModelFileError("no weights on this machine")
+        return SimpleNamespace(vision=Path("/m/vision.onnx"), llm=Path("/m/llm.gguf"))
+
+    def build(args, paths, report):
+        builds.append((paths, report))
+        release.wait(10)
+        return _Loaded()
+
+    monkeypatch.setattr(cli, "model_paths", model_paths)
+    monkeypatch.setattr(app, "_build_engine", build)
+    monkeypatch.delenv("FASTVLM_RESOLUTION", raising=False)
+    return lookups, builds, release
+
+
+@pytest.mark.parametrize(("flags", "resolution", "look_only"), [([], 1024, True), (["--resolution", "512"], 512, True),
+                                                                 (["--no-download"], 1024, False)])
+def test_the_page_is_served_while_the_model_loads_and_the_header_shows_what_will_load(monkeypatch, flags, resolution,
+                                                                                     look_only):
+    lookups, builds, release = _replace_the_load(monkeypatch, found=True)
+    loader = app.load_engine(app.build_parser().parse_args(["--no-voice", *flags]))
+    try:
+        info = loader.describe()
+        assert info["state"] == "loading" and info["resolution"] == resolution
+        assert (info["vision"], info["llm"]) == ("/m/vision.onnx", "/m/llm.gguf")
+        # the first look never downloads (the page would wait for it); with downloads off it may convert now
+        assert [(s["download"], s["look_only"]) for s in lookups] == [(False, look_only)]
+        release.set()
+        assert isinstance(loader.ready(10), _Loaded) and builds[0][0].vision == Path("/m/vision.onnx")
+    finally:
+        release.set()
+        loader.close()
+
+
+def test_weights_not_here_are_fetched_in_the_background_with_the_header_hearing_each_stage(monkeypatch):
+    lookups, builds, release = _replace_the_load(monkeypatch, found=False)
+    with pytest.raises(ModelFileError):  # downloads off: said at once, before any page is served
+        app.load_engine(app.build_parser().parse_args(["--no-voice", "--no-download"]))
+    loader = app.load_engine(app.build_parser().parse_args(["--no-voice"]))
+    try:
+        assert (loader.describe()["vision"], loader.describe()["state"]) == ("", "loading")
+        release.set()
+        loader.ready(10)
+        assert builds == [(None, loader.report)]
+    finally:
+        release.set()
+        loader.close()
+
+
+def test_the_build_resolves_weights_not_yet_found_with_the_loaders_report(monkeypatch):
+    from fastvlm.cli import main as cli
+
+    looked, configured = [], []
+
+    def model_paths(args, download=None, report=None, look_only=False):
+        looked.append(report)
+        return SimpleNamespace(vision=Path("/m/vision.onnx"))
+
+    def engine_config(args, paths):
+        configured.append(paths)
+        raise RuntimeError("stop before loading")
+
+    monkeypatch.setattr(cli, "model_paths", model_paths)
+    monkeypatch.setattr(cli, "engine_config", engine_config)
+    args = app.build_parser().parse_args(["--no-voice"])
+    stages = []
+    for paths in (None, SimpleNamespace(vision=Path("/here/vision.onnx"))):
+        with pytest.raises(RuntimeError, match="stop before loading"):
+            app._build_engine(args, paths, stages.append)
+    assert looked == [stages.append]  # only the build without paths looked, and a download's stages reach the header
+    assert [p.vision for p in configured] == [Path("/m/vision.onnx"), Path("/here/vision.onnx")]

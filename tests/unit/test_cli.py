@@ -9,9 +9,10 @@ import pytest
 
 from fastvlm.cli import main as cli
 from fastvlm.engine.config import TRAINED_RESOLUTION, physical_cores
-from fastvlm.engine.events import Done, FirstToken, Stats, TextDelta
+from fastvlm.engine.events import Done, FirstToken, ModelFileError, Stats, TextDelta
 
-PATHS = SimpleNamespace(vision=Path("/m/vision.onnx"), llm=Path("/m/llm.gguf"), sources={"vision": "here"})
+PATHS = SimpleNamespace(vision=Path("/m/vision.onnx"), llm=Path("/m/llm.gguf"),
+                        sources={"vision": "here", "llm": "the Hub"})
 
 
 def parse(*flags: str):
@@ -109,3 +110,19 @@ def test_predict_json_prints_one_object_and_no_stream(engine, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["answer"] == "Hello world" and result["ttft_s"] == 6.5 and result["tokens_per_s"] == 10.0
     assert result["llama_cpu"] == "zen4" and result["sources"] == {"vision": "here"}
+
+
+def test_download_says_where_each_file_came_from(looked, capsys):
+    assert cli.main(["download", "--no-download"]) == 0
+    assert capsys.readouterr().out == "vision: /m/vision.onnx\n  from here\nllm: /m/llm.gguf\n  from the Hub\n"
+    assert looked[0]["download"] is False
+
+
+@pytest.mark.parametrize("error", [ModelFileError("no weights in /m"), ValueError("--threads 0: give 1 or more")])
+def test_a_missing_file_or_a_bad_setting_is_one_logged_line_and_exit_2(monkeypatch, caplog, error):
+    def load_engine(args):
+        raise error
+
+    monkeypatch.setattr(cli, "load_engine", load_engine)
+    assert cli.main(["predict", "--image", "x.png"]) == 2
+    assert str(error) in caplog.text

@@ -18,7 +18,7 @@ def parse(*flags: str) -> argparse.Namespace:
 
 
 @pytest.fixture
-def converted(monkeypatch, tmp_path) -> list[tuple]:
+def converted(monkeypatch) -> list[tuple]:
     """Every conversion asked for (checkpoint, out, quants, threads); each writes small files whose sizes are known."""
     import fastvlm.convert.build as build
 

@@ -55,4 +55,3 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     # "share" is the difference of two readings of one moment (the bench's and the page readout's).
     odd = odd_spans(j, signed=("share",))
     assert not odd, odd
-

@@ -244,15 +244,15 @@ class _Loaded:
 
 
 def _replace_the_load(monkeypatch, found: bool):
-    """app.py's weights lookup and engine build replaced: the lookups made (their download/look_only), the builds
-    asked for (paths, report), and an event that lets a build finish."""
+    """app.py's weights lookup and engine build replaced: the lookups made (their download and look_only), the
+    builds asked for (paths, report), and an event that lets a build finish."""
     from fastvlm.cli import main as cli
     from fastvlm.engine.events import ModelFileError
 
     lookups, builds, release = [], [], threading.Event()
 
     def model_paths(args, download=None, report=None, look_only=False):
-        lookups.append({"download": download, "look_only": look_only, "report": report})
+        lookups.append({"download": download, "look_only": look_only})
         if not found:
             raise ModelFileError("no weights on this machine")
         return SimpleNamespace(vision=Path("/m/vision.onnx"), llm=Path("/m/llm.gguf"))

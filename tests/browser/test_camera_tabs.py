@@ -65,24 +65,34 @@ def test_a_photo_retaken_while_the_last_is_prepared_is_prepared_instead(new_page
     retake's prepare takes over (not skipped), so Analyse finds its encoding ready."""
     from fastvlm.engine.kv import LRU
 
+    engine = app_server.engine
+    wait_settled(engine)  # nothing left over from an earlier test holds the engine
     encoded = []  # vision encodes, counted; from an empty cache (earlier tests' frames are cached, the clip loops)
-    encode = app_server.engine.vision.encode
-    monkeypatch.setattr(app_server.engine.vision, "encode", lambda pixels: encoded.append(1) or encode(pixels))
-    monkeypatch.setattr(app_server.engine, "_embeddings", LRU(8))
+    encode, prepare, prepared = engine.vision.encode, engine.prepare, []  # each prepare: [started, its result]
+
+    def recorded_prepare(*args, **kwargs):
+        prepared.append([round(time.monotonic(), 2)])
+        prepared[-1].append(prepare(*args, **kwargs))
+        return prepared[-1][-1]
+
+    monkeypatch.setattr(engine.vision, "encode", lambda pixels: encoded.append(1) or encode(pixels))
+    monkeypatch.setattr(engine, "prepare", recorded_prepare)
+    monkeypatch.setattr(engine, "_embeddings", LRU(8))
     app_server.lm.prefill_delay = 2.0
     page = new_page()
     page.get_by_role("tab", name="Camera snapshot").click()
     open_camera(page, "#snapshot-camera")
     page.locator("#snapshot-camera button[aria-label='capture photo']").click()
-    wait_until(lambda: app_server.engine.busy, 5, every=0.01, what="the first photo's prepare")
+    wait_until(lambda: encoded and engine.busy, 5, every=0.01, what="the first photo encoded, its prefill running")
     page.locator("#snapshot-camera button[aria-label='Remove Image']").click()
     open_camera(page, "#snapshot-camera")  # the fake clip starts over: wait for another frame than the first
     time.sleep(0.5)
     page.locator("#snapshot-camera button[aria-label='capture photo']").click()
     page.locator("#snapshot-camera img").first.wait_for()
-    assert app_server.engine.busy, "the first prepare ended before the retake: the test proves nothing"
-    wait_settled(app_server.engine)  # both prepares over
-    assert len(encoded) == 2, f"{len(encoded)} photos encoded before Analyse: the retake was not prepared"
+    assert engine.busy and len(prepared[0]) == 1, "the first prepare ended before the retake: the test proves nothing"
+    wait_settled(engine)  # both prepares over
+    assert len(encoded) == 2, f"{len(encoded)} photos encoded before Analyse: the retake was not prepared " \
+                              f"(prepares [start, result]: {prepared})"
     app_server.lm.prefill_delay = 0.0
     page.locator("#snapshot-analyse").click()
     wait_until(lambda: READOUT.search(page.locator("#snapshot-ttft").inner_text()), what="the TTFT readout")

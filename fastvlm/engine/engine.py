@@ -158,7 +158,9 @@ class Engine:
                     return True
                 self._lock.release()
                 return False
-            if self._preparing is None or time.monotonic() > deadline:  # an answer holds the engine
+            with self._guard:  # a prepare's end clears `_preparing` and lets go under it: never seen half done
+                answer_holds = self._preparing is None and self._lock.locked()
+            if answer_holds or time.monotonic() > deadline:
                 return False
         return False
 
@@ -230,9 +232,10 @@ class Engine:
         except Cancelled:
             return False
         finally:
-            self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
-            self._preparing_history = ()
-            self._lock.release()
+            with self._guard:
+                self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
+                self._preparing_history = ()
+                self._lock.release()
 
     def _embed(self, image, resolution: int | None,
                cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:

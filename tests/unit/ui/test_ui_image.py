@@ -310,9 +310,16 @@ def test_a_page_opened_while_the_model_loads_gets_the_loaded_models_sizes():
     demo = create_app(backend)
     refresh = next(fn for fn in demo.fns.values() if fn.name == "refresh")
     radio = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "image-resolution")
-    assert radio in refresh.outputs
+    timer = next(b for b in refresh.outputs if isinstance(b, gr.Timer))
+    assert radio in refresh.outputs and timer.active  # the header is refreshed while the model loads
     backend.info = {"state": "loading", "resolution": 1024, "busy": True, "stage": "converting"}
-    assert not isinstance(refresh.fn()[refresh.outputs.index(radio)], gr.Radio)  # left as it is: nothing known yet
+    loading = refresh.fn()
+    assert not isinstance(loading[refresh.outputs.index(radio)], gr.Radio)  # left as it is: nothing known yet
+    assert loading[refresh.outputs.index(timer)].active and "converting" in loading[0]
     backend.info = {"state": "ready", "resolution": 1024, "resolutions": [1024]}
-    update = refresh.fn()[refresh.outputs.index(radio)]
+    ready = refresh.fn()
+    update = ready[refresh.outputs.index(radio)]
     assert [v for _, v in update.choices] == [1024] and update.value == 1024
+    assert not ready[refresh.outputs.index(timer)].active  # loaded: the refreshing stops
+    refresh = next(fn for fn in create_app(backend).fns.values() if fn.name == "refresh")
+    assert not next(b for b in refresh.outputs if isinstance(b, gr.Timer)).active  # a page opened once loaded

@@ -122,13 +122,10 @@ def test_the_sweeper_runs_before_the_server_starts_and_ends_with_it(monkeypatch)
 
 @pytest.mark.parametrize("max_bytes, cap", [(5_000_000, 5_000_000), (0, None)])  # 0: by age only
 def test_the_apps_sweeper_keeps_the_settings_limits(max_bytes, cap):
-    from fastvlm import EngineConfig
-    from fastvlm.engine.engine import Engine
-    from tests.fakes import FakeLM, FakeVision
+    from tests.unit.ui.test_ui_image import make_engine
     from ui import create_app
     from ui.settings import AppSettings
 
-    engine = Engine(FakeVision(), FakeLM(), EngineConfig(vision_path="v.onnx", llm_path="m.gguf", resolution=128))
     settings = AppSettings(cache_sweep_s=7, cache_max_age_s=90, cache_max_bytes=max_bytes)
-    sweeper = create_app(engine, settings).cache_sweeper
+    sweeper = create_app(make_engine(), settings).cache_sweeper
     assert (sweeper.every_s, sweeper.max_age_s, sweeper.max_bytes) == (7, 90, cap)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fastvlm import EngineConfig
+from fastvlm.cli.main import build_parser
 from fastvlm.engine.engine import Engine
 from fastvlm.engine.events import ModelFileError
 from fastvlm.engine.kv import Image
@@ -57,11 +58,8 @@ class Doctor:
     verdict: object = None  # llama.cpp's AMX verdict
 
     def run(self, *flags: str, llm: Path | None = None) -> tuple[int, dict]:
-        p = argparse.ArgumentParser()
-        doctor_cli.add_arguments(p)
-        p.add_argument("--threads", type=int, default=2)
         out = self.folder / "report" / "nested" / "doctor.json"
-        args = p.parse_args([*flags, "--json", str(out)])
+        args = build_parser().parse_args(["doctor", *flags, "--threads", "2", "--json", str(out)])
         paths = ModelPaths(vision=self.folder / "vision.onnx", llm=llm or self.llm, sources={"llm": "given"})
         rc = doctor_cli.run(args, lambda a: paths, lambda a, p: EngineConfig(vision_path=p.vision, llm_path=p.llm))
         return rc, json.loads(out.read_text(encoding="utf-8"))

@@ -46,6 +46,7 @@ class Engine:
         self._clock = clock
         self._lock = threading.Lock()
         self._guard = threading.Lock()
+        self._let_go = threading.Condition(self._guard)  # a prepare let go of the lock
         self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
         self._queued = 0  # all requests waiting for the lock, those that let a prepare finish too: none starts then
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
@@ -145,23 +146,20 @@ class Engine:
     def _preempted(self) -> bool:
         return self._waiting > 0
 
-    def _acquire_for_prepare(self, mine: int) -> bool:
-        """The lock for prepare number `mine`, once the prepare running (if any) gave way, within PREPARE_WAIT_S;
-        never while an answer holds it or waits, nor once a newer prepare was asked for."""
-        def wanted() -> bool:
-            return not self._queued and self._prepares == mine
-
+    def _acquire_for_prepare(self, mine: int, claim: tuple) -> bool:
+        """The lock for prepare number `mine`, claimed for `claim` (image, size, words, history) in the same step,
+        once the prepare running (if any) gave way, within PREPARE_WAIT_S; never while an answer holds it or waits,
+        nor once a newer prepare was asked for. Under `_guard` a prepare holds the lock exactly while `_preparing`
+        is set, so a lock held with nothing being prepared is an answer's."""
         deadline = time.monotonic() + PREPARE_WAIT_S
-        while wanted():
-            if self._lock.acquire(timeout=QUEUE_POLL_S):
-                if wanted():  # no answer nor newer prepare came while it was taken
+        with self._let_go:
+            while not self._queued and self._prepares == mine:
+                if self._lock.acquire(blocking=False):
+                    self._preparing, self._preparing_size, self._preparing_words, self._preparing_history = claim
                     return True
-                self._lock.release()
-                return False
-            with self._guard:  # a prepare's end clears `_preparing` and lets go under it: never seen half done
-                answer_holds = self._preparing is None and self._lock.locked()
-            if answer_holds or time.monotonic() > deadline:
-                return False
+                if self._preparing is None or time.monotonic() > deadline:
+                    return False
+                self._let_go.wait(QUEUE_POLL_S)
         return False
 
     # -- requests -------------------------------------------------------------
@@ -212,15 +210,12 @@ class Engine:
                 return False  # another image is being prepared (someone else's question): it comes first
             self._prepares += 1
             mine = self._prepares
-        if not self._acquire_for_prepare(mine):
+        if not self._acquire_for_prepare(mine, (image, size, words, history)):
             return False
 
         def stale() -> bool:  # an answer waits, or a newer prepare was asked for
             return self._preempted() or self._prepares != mine
 
-        with self._guard:
-            self._preparing, self._preparing_size, self._preparing_words, self._preparing_history = (image, size,
-                                                                                                     words, history)
         try:
             img, _, _ = self._embed(image, size)
             if stale():
@@ -232,10 +227,11 @@ class Engine:
         except Cancelled:
             return False
         finally:
-            with self._guard:
+            with self._let_go:
                 self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
                 self._preparing_history = ()
                 self._lock.release()
+                self._let_go.notify_all()
 
     def _embed(self, image, resolution: int | None,
                cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:

@@ -157,26 +157,6 @@ def test_a_request_waits_its_full_wait_for_the_engine():
     first.join()
 
 
-def test_a_prepare_whose_turn_came_as_a_request_arrived_gives_the_engine_back():
-    engine, _ = make()
-
-    class ArrivesAsTaken:  # a request gets in line in the instant the prepare takes the lock
-        def __init__(self, lock):
-            self.lock = lock
-
-        def acquire(self, timeout=-1):
-            got = self.lock.acquire(timeout=timeout)
-            engine._queued += got
-            return got
-
-        def __getattr__(self, name):
-            return getattr(self.lock, name)
-
-    engine._lock = ArrivesAsTaken(engine._lock)
-    assert engine.prepare(IMG) is False
-    assert not engine.busy and engine.vision.calls == 0  # nothing encoded, the lock not held
-
-
 def test_an_answer_asked_for_more_than_a_quarter_of_the_context_leaves_the_prompt_three_quarters():
     engine, lm = make(n_ctx=400)
     question = "why " * 50  # ~260 positions with the prompt's own: within 400 - 100, not within 400 - 200

@@ -116,6 +116,13 @@ def test_hands_free_question_is_transcribed_answered_and_spoken_with_no_clicks_a
         # a sentence longer than half a second comes in parts that play on from each other with no gap
         assert line["parts"] >= 1 and line["late"] == 0, line
         screenshot(page, "voice-tab")
+        # Stop: the line, the microphone and the camera's recording all end with the one click
+        record = page.locator('#voice-camera button[aria-label="capture photo"]')
+        assert "stop" in record.inner_text().lower(), record.inner_text()  # the camera records while it listens
+        page.locator("#voice-stop").click()
+        wait_until(lambda: page.evaluate("() => window.__fvLink.state") == "off", 10, what="the line closed by Stop")
+        assert page.evaluate("() => window.__fvCapture.readyState") == "ended", "the microphone stayed open"
+        wait_until(lambda: "stop" not in record.inner_text().lower(), 10, what="the camera's recording stopped")
     finally:
         context.close()
 

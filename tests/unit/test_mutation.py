@@ -57,3 +57,21 @@ def test_the_probe_names_the_changes_no_test_noticed_and_leaves_the_tree_alone(t
         (2, "Gt -> GtE"),  # equivalent: at x == 10 both give 10
         (2, "10 -> 11"),  # `x > 11`: clamp(11) gives 11, and no test asks near the limit
     ]
+
+
+def test_each_javascript_mutant_still_changes_the_pages_scripts_once(tmp_path):
+    """tests/mutation_js.py's edits are text: each must still find its text, once, in today's scripts."""
+    from pathlib import Path
+
+    import pytest
+
+    from tests.mutation_js import LINK, MUTANTS, PAGE, mutate
+
+    for name, edits in MUTANTS.items():
+        for file in (LINK, PAGE):
+            (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / file).write_text(Path(file).read_text())
+        mutate(tmp_path, edits)
+        assert any((tmp_path / f).read_text() != Path(f).read_text() for f in (LINK, PAGE)), name
+    with pytest.raises(ValueError, match="not once"):
+        mutate(tmp_path, [(LINK, "no such text in the script", "")])

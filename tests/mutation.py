@@ -108,7 +108,7 @@ def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
                 value[:] = [new if v is old else v for v in value]
 
 
-def _copy_project(root: Path, into: Path) -> None:
+def copy_project(root: Path, into: Path) -> None:
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
                            capture_output=True, check=True).stdout  # what git tracks or would: not .venv, models
     for name in filter(None, files.decode().split("\0")):
@@ -126,7 +126,7 @@ def probe(module: str, tests: list[str], root: Path = Path(".")) -> dict:
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         copy_root = Path(tmp)
-        _copy_project(root, copy_root)
+        copy_project(root, copy_root)
         target = copy_root / module
         target.write_text(ast.unparse(tree))  # the unmutated program as the mutants are written: must pass
         started = time.perf_counter()

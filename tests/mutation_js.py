@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.mutation import _copy_project
+from tests.mutation import copy_project
 
 LINK, PAGE = "ui/voice/link.js", "ui/voice/page.py"
 TESTS = ["tests/browser/test_voice_line_page.py", "tests/unit/ui/test_ui_voice_link.py",
@@ -81,7 +81,7 @@ def probe(tests: list[str], root: Path = Path(".")) -> dict[str, str]:
     for name, edits in MUTANTS.items():
         with tempfile.TemporaryDirectory() as folder:
             copy = Path(folder)
-            _copy_project(root, copy)
+            copy_project(root, copy)
             mutate(copy, edits)
             run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
                                  cwd=copy, capture_output=True, text=True)

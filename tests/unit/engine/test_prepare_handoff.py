@@ -69,8 +69,8 @@ def test_a_prepare_holds_the_engine_from_the_moment_it_has_the_lock():
 
 def test_a_question_about_the_image_a_prepare_is_taking_the_engine_for_lets_it_finish():
     """A request comes in line while the prepare is taking the lock: it is for that image, so it waits for that
-    prefill and reuses it (before, it saw nothing being prepared and stopped the prepare, and redid its prefill)."""
-    engine, lm = slow_prefix_engine()
+    prefill and reuses it (before, it saw nothing being prepared and stopped the prepare)."""
+    engine, _ = slow_prefix_engine()
     worker, prepare = started_taking_the_lock(engine, IMG)
     assert engine.answer(Request(IMG, "what is it?")).text
     worker.join()

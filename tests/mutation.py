@@ -118,30 +118,42 @@ def copy_project(root: Path, into: Path) -> None:
             shutil.copy2(source, into / name)
 
 
+def pytest_command(tests: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+
+
+def time_limit(command: list[str], cwd: Path, what: str) -> float:
+    """Run the tests on the unmutated copy, which they must pass; how long a mutant's run may take."""
+    started = time.perf_counter()
+    if subprocess.run(command, cwd=cwd, capture_output=True).returncode != 0:
+        raise SystemExit(f"the tests fail on {what} as it is: fix them first")
+    return max(30.0, 4 * (time.perf_counter() - started))
+
+
+def passes(command: list[str], cwd: Path, limit: float) -> bool:
+    try:
+        return subprocess.run(command, cwd=cwd, capture_output=True, timeout=limit).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False  # a mutant that hangs the tests is caught by them
+
+
 def probe(module: str, tests: list[str], root: Path = Path(".")) -> dict:
     """Run `tests` against every mutant of `module` (a path under `root`); the survivors and counts."""
     source = (root / module).read_text()
     tree = ast.parse(source)
     lines = source.splitlines()
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    command = pytest_command(tests)
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         copy_root = Path(tmp)
         copy_project(root, copy_root)
         target = copy_root / module
         target.write_text(ast.unparse(tree))  # the unmutated program as the mutants are written: must pass
-        started = time.perf_counter()
-        if subprocess.run(command, cwd=copy_root, capture_output=True).returncode != 0:
-            raise SystemExit(f"the tests fail on {module} as it is: fix them first")
-        limit = max(30.0, 4 * (time.perf_counter() - started))
+        limit = time_limit(command, copy_root, module)
         survivors, count = [], 0
         for mutant in mutants(tree):
             target.write_text(apply(tree, mutant))
             count += 1
-            try:
-                passed = subprocess.run(command, cwd=copy_root, capture_output=True, timeout=limit).returncode == 0
-            except subprocess.TimeoutExpired:
-                passed = False  # a mutant that hangs the tests is caught by them
-            if passed:
+            if passes(command, copy_root, limit):
                 text = lines[mutant.line - 1].strip()
                 survivors.append({"line": mutant.line, "mutation": mutant.what, "source": text})
                 print(f"{module}:{mutant.line} {mutant.what}: {text}", flush=True)

@@ -3,20 +3,19 @@ meaning at a time, by hand-written text edits (`tests.mutation` reads only Pytho
 
     python -m tests.mutation_js [TESTS...]       (default: the voice tests, ~25 min on 2 cores)
 
-Each mutant is written into a copy of the project's files in a temporary folder, never into the working tree; a
-mutant the tests all pass is a survivor. docs/testing.md (stop 57) says what survived and why.
+Each mutant is written into one copy of the project's files in a temporary folder (never into the working tree),
+after the tests passed there unmutated; a mutant the tests all pass is a survivor. docs/testing.md (stop 57) says
+what survived and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from tests.mutation import copy_project
+from tests.mutation import copy_project, passes, pytest_command, time_limit
 
 LINK, PAGE = "ui/voice/link.js", "ui/voice/page.py"
 TESTS = ["tests/browser/test_voice_line_page.py", "tests/unit/ui/test_ui_voice_link.py",
@@ -77,16 +76,18 @@ def mutate(root: Path, edits: list[tuple[str, str, str]]) -> None:
 
 def probe(tests: list[str], root: Path = Path(".")) -> dict[str, str]:
     """Each mutant's fate: "killed" or "survived"."""
-    fates = {}
-    for name, edits in MUTANTS.items():
-        with tempfile.TemporaryDirectory() as folder:
-            copy = Path(folder)
-            copy_project(root, copy)
+    command, fates = pytest_command(tests), {}
+    with tempfile.TemporaryDirectory(prefix="mutation-js-") as folder:
+        copy = Path(folder)
+        copy_project(root, copy)
+        scripts = {name: (copy / name).read_text() for name in (LINK, PAGE)}
+        limit = time_limit(command, copy, "the page's scripts")
+        for name, edits in MUTANTS.items():
+            for script, text in scripts.items():  # the last mutant's edits undone
+                (copy / script).write_text(text)
             mutate(copy, edits)
-            run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests],
-                                 cwd=copy, capture_output=True, text=True)
-        fates[name] = "killed" if run.returncode else "survived"
-        print(f"{fates[name]:>8}  {name}", flush=True)
+            fates[name] = "survived" if passes(command, copy, limit) else "killed"
+            print(f"{fates[name]:>8}  {name}", flush=True)
     return fates
 
 

@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from fastvlm.bench.browser.serve import another_chromium
+from fastvlm.speech.audio import to_int16, write_wav
 from tests.browser.conftest import write_y4m
 from tests.browser.pages import wait_until
+from tests.unit.speech.test_speech_audio import tone
 
 pytestmark = pytest.mark.browser
 
@@ -57,8 +59,9 @@ def page_html() -> str:
             "</body></html>")
 
 
-def tone(seconds: float, rate: int = RATE, level: float = 8000) -> np.ndarray:
-    return (np.sin(np.arange(int(rate * seconds)) * 2 * np.pi * 440 / rate) * level).astype(np.int16)
+def pcm(seconds: float, level: float = 8000 / 32768) -> np.ndarray:
+    """A 440 Hz tone at `level` of full scale, as 16-bit samples at RATE."""
+    return to_int16(tone(440, RATE, seconds, level))
 
 
 class Line:
@@ -85,9 +88,9 @@ class Line:
     def send(self, message) -> None:
         self.sockets[-1].send(message if isinstance(message, bytes) else json.dumps(message))
 
-    def say(self, turn: int, part: int, seconds: float, rate: int = RATE) -> None:
+    def say(self, turn: int, part: int, seconds: float) -> None:
         """A piece of a spoken sentence: 16-bit PCM (a 440 Hz tone) behind the line's header."""
-        self.send(struct.pack("<III", turn, rate, part) + tone(seconds, rate).astype("<i2").tobytes())
+        self.send(struct.pack("<III", turn, RATE, part) + pcm(seconds).astype("<i2").tobytes())
 
     def sounds(self, n: int | None = None) -> list[dict]:
         """The sounds the page made (at least `n`, waited for)."""
@@ -128,13 +131,12 @@ def line(browser):
 
 
 def test_a_sentences_pieces_play_on_from_each_other_and_the_next_sentence_after_the_gap(line, tmp_path):
-    from fastvlm.speech.audio import write_wav
     from ui import AppSettings
 
     gap = AppSettings().voice_sentence_gap_s
     line.say(1, 0, 0.5)
     line.say(1, 1, 0.25)
-    write_wav(tmp_path / "sentence.wav", RATE, tone(0.4))  # an encoded sentence (rate 0): the page decodes it
+    write_wav(tmp_path / "sentence.wav", RATE, pcm(0.4))  # an encoded sentence (rate 0): the page decodes it
     line.send(struct.pack("<III", 1, 0, 0) + (tmp_path / "sentence.wav").read_bytes())
     first, piece, encoded = line.sounds(3)
     assert piece["when"] == pytest.approx(first["when"] + 0.5, abs=1e-6), (first, piece)  # no gap, no overlap
@@ -197,9 +199,7 @@ def test_the_servers_start_and_ask_press_the_pages_hidden_buttons(line):
 
 
 def test_the_microphone_goes_out_as_16_bit_frames_at_its_level_and_never_to_the_speakers(browser, tmp_path):
-    from fastvlm.speech.audio import write_wav
-
-    write_wav(tmp_path / "tone.wav", RATE, tone(10.0, level=16384))  # the fake microphone: half of full scale
+    write_wav(tmp_path / "tone.wav", RATE, pcm(10.0, level=0.5))  # the fake microphone: half of full scale
     chromium = another_chromium(browser, write_y4m(tmp_path / "camera.y4m"), tmp_path / "tone.wav")
     line = Line(chromium)
     try:

@@ -8,6 +8,7 @@ one image slot where the N image vectors go.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,8 +45,10 @@ def encodable(text: str) -> str:
 
 
 def clean_user_text(text: str) -> str:
-    """Drop NULs and control characters (tabs and newlines stay), replace lone surrogates; strip outer whitespace."""
-    return encodable(_CONTROL.sub("", text)).strip()
+    """Drop NULs and control characters (tabs and newlines stay), replace lone surrogates, compose accents (NFC,
+    as Qwen2's tokenizer does before it splits: llama.cpp does not, so "e" + U+0301 would reach the model as other
+    tokens than "é"); strip outer whitespace."""
+    return unicodedata.normalize("NFC", encodable(_CONTROL.sub("", text))).strip()
 
 
 def question_or_default(question: str) -> str:

@@ -29,3 +29,10 @@ def test_user_text_is_never_template():
 def test_empty_question_becomes_default_and_control_chars_are_dropped():
     assert prompt.render(prompt.build("  ")).count(prompt.DEFAULT_QUESTION) == 1
     assert prompt.clean_user_text("a\x00b\x07c\n\td") == "abc\n\td"
+
+
+def test_user_text_is_composed_as_qwen2s_tokenizer_composes_it():
+    """NFC, the normalizer of Qwen2's tokenizer: decomposed accents and Hangul become the composed characters."""
+    assert prompt.clean_user_text("cafe\u0301 \u1112\u1161\u11ab") == "caf\u00e9 \ud55c"
+    assert prompt.question_or_default("A\u030angstro\u0308m?") == "\u00c5ngstr\u00f6m?"
+    assert prompt.clean_user_text("\uff21\ufb01") == "\uff21\ufb01"  # compatibility forms stay (NFC, not NFKC)

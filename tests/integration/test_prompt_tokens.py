@@ -1,0 +1,43 @@
+"""The prompt's ids, as the engine makes them (its segments, llama.cpp's tokenizer), against a Qwen2-style Hugging
+Face tokenizer of the same vocabulary on the reference ChatML string: the ids transformers would feed the model."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastvlm.engine import prompt
+from fastvlm.engine.plan import tokenize_segments
+from fastvlm.synth.tokenizer import build_vocab, write_tokenizer
+
+pytest.importorskip("tokenizers")
+transformers = pytest.importorskip("transformers")
+
+QUESTIONS = [
+    "What is written on the sign?",
+    "Is this cafe\u0301 open?",  # a decomposed accent: NFC makes it the one character "é"
+    "Who is \u1112\u1161\u11ab?",  # Hangul as jamo, as some keyboards send it
+    "A\u030angstro\u0308m, nai\u0308ve, \u00fcber",  # decomposed and composed side by side
+    "\U0001f469\u200d\U0001f469\u200d\U0001f467 \u732b\u304c\u597d\u304d? \uff21\ufb01",  # emoji, CJK, NFKC-only
+    "tab\there\nand a new line,  two spaces",
+]
+
+
+def reference_text(question: str) -> tuple[str, str]:
+    """The prompt around `<image>`, written out as the model was trained on it (the question as typed)."""
+    return (f"<|im_start|>system\n{prompt.SYSTEM}<|im_end|>\n<|im_start|>user\n",
+            f"\n{question}<|im_end|>\n<|im_start|>assistant\n")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tokenizer")
+    write_tokenizer(build_vocab(), out)  # the tiny model's vocabulary, Qwen2's normalizer and splitter
+    return transformers.AutoTokenizer.from_pretrained(str(out))
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_the_engine_tokenizes_the_prompt_as_the_reference_does(tiny_engine, reference, question):
+    lists = tokenize_segments(prompt.build(question), tiny_engine.lm.tokenize)
+    image = lists.index(None)
+    got = [sum(lists[:image], []), sum(lists[image + 1:], [])]
+    assert got == [reference.encode(t, add_special_tokens=False) for t in reference_text(question)]

@@ -9,7 +9,8 @@ each case through transformers and our `Engine` on the same pixels (`preprocess.
 In every mode the image embeddings' cosine with torch must be >= 0.999 (a wrong or foreign vision.onnx fails
 even where the logits are not judged).
 It also checks that two different images give different answers (else the check proves nothing) and that
-the checkpoint's Hugging Face tokenizer gives the same ids as llama.cpp on the GGUF for the whole prompt.
+the checkpoint's Hugging Face tokenizer gives the same ids as the engine (llama.cpp on the GGUF) for the whole
+prompt: the one the run fed, and prompts of questions with what plain ASCII does not show (`TOKENIZER_QUESTIONS`).
 `check_converted` runs the default mode on a real checkpoint and its converted files.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from fastvlm.engine import preprocess, prompt
 from fastvlm.engine.config import EngineConfig
 from fastvlm.engine.kv import Tokens
+from fastvlm.engine.plan import tokenize_segments
 
 from ..convert._deps import require
 from ..convert.int8 import sample_images
@@ -34,6 +36,10 @@ from .reference import reference_config
 log = logging.getLogger(__name__)
 
 QUESTION = "Describe the image."
+TOKENIZER_QUESTIONS = (  # typed text the run's question does not show: decomposed accents, CJK, emoji, NBSP, digits
+    "Is this cafe\u0301 open? \u732b\u304c\u597d\u304d \U0001f642",
+    "Wie viel kostet 12,50\u00a0\u20ac?\n\tDon't  WE'LL \u0661\u0662",
+)
 STRICT_LOGITS, DEFAULT_LOGITS = 1e-3, 0.1
 # check_converted on Q8_0 / BF16 files: a gross-error gate (measured <= 0.55 on random weights, a wrong model 6-8;
 # trained weights were never measured here, so it leaves room for their larger logits)
@@ -55,7 +61,7 @@ class ParityReport:
     new_tokens: int
     cases: tuple[CaseResult, ...]
     images_matter: bool | None  # the reference answers differ between the two images (None: not judged)
-    tokenizer_agrees: bool  # HF tokenizer ids == llama.cpp ids for the whole prompt
+    tokenizer_agrees: bool  # HF tokenizer ids == the engine's for the whole prompt, each question
     gates: dict = field(default_factory=lambda: {"strict": STRICT_LOGITS, "default": DEFAULT_LOGITS})
     seconds: float = 0.0
 
@@ -64,7 +70,7 @@ class ParityReport:
         if self.images_matter is False:
             out.append("two different images gave the same answer: the image has no effect")
         if not self.tokenizer_agrees:
-            out.append("the Hugging Face tokenizer and llama.cpp tokenize the prompt differently")
+            out.append("the Hugging Face tokenizer and the engine (llama.cpp) tokenize a prompt differently")
         for c in self.cases:
             where = f"{c.mode} seed {c.seed} {c.image}"
             if c.mode == "strict":
@@ -119,24 +125,42 @@ def open_engine(vision: Path, llm: Path, resolution: int, kv_f32: bool, flash_at
 
 
 def _cases(model, files: dict[str, Path], vision: Path, mode: str, resolution: int, seed: int, n: int,
-           image_token_id: int, threads: int, quant: str | None = None) -> tuple[list[CaseResult], tuple]:
-    """Both sample images in one mode; also returns the last prompt's parts (for the tokenizer check)."""
+           image_token_id: int, threads: int, quant: str | None = None) -> tuple[list[CaseResult], dict]:
+    """Both sample images in one mode; also the engine's prompt ids for each question (for `tokenizer_agrees`)."""
     q, kv_f32, flash, runtime = MODES[mode]
     out = []
     with open_engine(vision, files[quant or q], resolution, kv_f32, flash, threads, runtime) as (engine, probe):
         for name, img in sample_images().items():
             pixels = preprocess.to_pixels(img, resolution)  # (1, 3, S, S), what the engine feeds ONNX
             out.append(run_case(model, engine, probe, img, name, QUESTION, n, mode, seed, image_token_id, pixels))
-        return out, probe.parts
+        fed = [list(p.ids) for p in probe.parts if isinstance(p, Tokens)]  # what the last case's prefill was given
+        return out, {QUESTION: fed} | {q: prompt_ids(q, probe.tokenize) for q in TOKENIZER_QUESTIONS}
 
 
-def tokenizer_agrees(checkpoint: Path, parts) -> bool:
-    """The checkpoint's own tokenizer on the prompt's text before and after the image == llama.cpp's ids."""
+def prompt_ids(question: str, tokenize) -> list[list[int]]:
+    """The engine's ids before and after the image for `question`, as `plan` tokenizes the prompt's segments."""
+    lists = tokenize_segments(prompt.build(question), tokenize)
+    image = lists.index(None)
+    return [sum(lists[:image], []), sum(lists[image + 1:], [])]
+
+
+def reference_text(question: str) -> tuple[str, str]:
+    """The ChatML prompt around `<image>` with the question as the user typed it (the reference cleans nothing)."""
+    return (f"{prompt.IM_START}system\n{prompt.SYSTEM}{prompt.IM_END}\n{prompt.IM_START}user\n",
+            f"\n{question}{prompt.IM_END}\n{prompt.IM_START}assistant\n")
+
+
+def tokenizer_agrees(checkpoint: Path, ids: dict[str, list[list[int]]]) -> bool:
+    """The checkpoint's own tokenizer on each question's prompt, before and after the image == the engine's ids."""
     transformers = require("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(checkpoint))
-    before, after = prompt.render(prompt.build(QUESTION)).split(prompt.IMAGE)
-    want = [list(p.ids) for p in parts if isinstance(p, Tokens)]
-    return [tok.encode(t, add_special_tokens=False) for t in (before, after)] == want
+    agree = True
+    for question, got in ids.items():
+        want = [tok.encode(t, add_special_tokens=False) for t in reference_text(question)]
+        if want != got:
+            log.warning("tokenizer: %r gives %s in the engine, %s in the checkpoint's tokenizer", question, got, want)
+            agree = False
+    return agree
 
 
 def run_parity(shape: str = "tiny", seeds: tuple[int, ...] = (0,), modes: tuple[str, ...] = tuple(MODES),
@@ -159,10 +183,10 @@ def run_parity(shape: str = "tiny", seeds: tuple[int, ...] = (0,), modes: tuple[
             vision, llms = convert_quants(ckpt, root / f"{shape}-{seed}" / "out", quants, threads)
             image_id = model.config.image_token_id
             for mode in modes:
-                got, parts = _cases(model, llms, vision, mode, size, seed, new_tokens, image_id, threads)
+                got, ids = _cases(model, llms, vision, mode, size, seed, new_tokens, image_id, threads)
                 cases += got
                 matter &= len({c.reference_tokens for c in got}) == len(got)
-            tok_ok &= tokenizer_agrees(ckpt, parts)
+            tok_ok &= tokenizer_agrees(ckpt, ids)
             del model
     report = ParityReport(shape, size, new_tokens, tuple(cases), matter, tok_ok, seconds=time.perf_counter() - t0)
     log.debug("%s", report.summary())
@@ -181,9 +205,9 @@ def check_converted(checkpoint: Path, vision: Path, llm: Path, quant: str, resol
     ckpt = open_checkpoint(checkpoint)
     model = load_reference_model(ckpt)
     image_id = reference_config(ckpt).image_token_id
-    cases, parts = _cases(model, {quant: Path(llm)}, Path(vision), "default", resolution, 0, new_tokens, image_id,
-                          threads, quant=quant)
-    tok_ok = tokenizer_agrees(ckpt.path, parts)
+    cases, ids = _cases(model, {quant: Path(llm)}, Path(vision), "default", resolution, 0, new_tokens, image_id,
+                        threads, quant=quant)
+    tok_ok = tokenizer_agrees(ckpt.path, ids)
     gates = {"strict": STRICT_LOGITS} | ({"default": CONVERTED_LOGITS[quant]} if quant in CONVERTED_LOGITS else {})
     # a trained model may well say the same 16 tokens about two abstract pictures: not judged here
     return ParityReport(f"{ckpt.path.name} ({quant})", resolution, new_tokens, tuple(cases), None, tok_ok, gates,

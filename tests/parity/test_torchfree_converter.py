@@ -101,9 +101,9 @@ def _greedy(reference, converted, apple_checkpoint, resolution):
     from fastvlm.verify.parity import _cases, tokenizer_agrees
 
     image_id = reference.config.image_token_id
-    cases, parts = _cases(reference, {"f32": Path(converted["llm"])}, Path(converted["vision"]), "strict", resolution,
-                          0, 12, image_id, threads=2)
-    assert tokenizer_agrees(apple_checkpoint, parts)  # Apple's slow-tokenizer files == llama.cpp on the GGUF
+    cases, ids = _cases(reference, {"f32": Path(converted["llm"])}, Path(converted["vision"]), "strict", resolution,
+                        0, 12, image_id, threads=2)
+    assert tokenizer_agrees(apple_checkpoint, ids)  # Apple's slow-tokenizer files == llama.cpp on the GGUF
     return cases
 
 

@@ -89,19 +89,19 @@ class RawBaseline:
         self._pos = pos
         return time.perf_counter() - t
 
-    def decode(self, n_tokens: int) -> tuple[int, float]:
-        """Greedy decode of n tokens (no stop check): returns (tokens, seconds after the first)."""
+    def decode(self, n_tokens: int) -> tuple[list[int], float]:
+        """Greedy decode of n tokens (no stop check): returns (their ids, seconds after the first)."""
         ll = self._ll
         sampler = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
         ll.llama_sampler_chain_add(sampler, ll.llama_sampler_init_greedy())
         try:
-            token = ll.llama_sampler_sample(sampler, self.lm._ctx, -1)
+            tokens = [ll.llama_sampler_sample(sampler, self.lm._ctx, -1)]
             t = time.perf_counter()
             for _ in range(n_tokens - 1):
-                self._decode(ids=[token], start=self._pos, logits_last=True)
+                self._decode(ids=[tokens[-1]], start=self._pos, logits_last=True)
                 self._pos += 1
-                token = ll.llama_sampler_sample(sampler, self.lm._ctx, -1)
-            return n_tokens, time.perf_counter() - t
+                tokens.append(ll.llama_sampler_sample(sampler, self.lm._ctx, -1))
+            return tokens, time.perf_counter() - t
         finally:
             ll.llama_sampler_free(sampler)
             self.lm.reset()  # the engine's bookkeeping no longer matches the KV cache
@@ -110,6 +110,6 @@ class RawBaseline:
         pixels = preprocess.to_pixels(preprocess.load_image(image), size)
         emb, t_enc = self.encode(pixels)
         t_pre = self.prefill(emb, question)
-        n, t_dec = self.decode(n_decode)
+        tokens, t_dec = self.decode(n_decode)
         return {"encode_s": t_enc, "prefill_s": t_pre, "ttft_s": t_enc + t_pre,
-                "tokens_per_s": (n - 1) / t_dec if t_dec > 0 else 0.0}
+                "tokens_per_s": (len(tokens) - 1) / t_dec if t_dec > 0 else 0.0}

@@ -134,7 +134,7 @@ def _cases(model, files: dict[str, Path], vision: Path, mode: str, resolution: i
             pixels = preprocess.to_pixels(img, resolution)  # (1, 3, S, S), what the engine feeds ONNX
             out.append(run_case(model, engine, probe, img, name, QUESTION, n, mode, seed, image_token_id, pixels))
         fed = [list(p.ids) for p in probe.parts if isinstance(p, Tokens)]  # what the last case's prefill was given
-        return out, {QUESTION: fed} | {q: prompt_ids(q, probe.tokenize) for q in TOKENIZER_QUESTIONS}
+        return out, {QUESTION: fed} | {text: prompt_ids(text, probe.tokenize) for text in TOKENIZER_QUESTIONS}
 
 
 def prompt_ids(question: str, tokenize) -> list[list[int]]:

@@ -8,7 +8,7 @@ import transformers
 
 from fastvlm.engine import prompt
 from fastvlm.synth.tokenizer import build_vocab, write_tokenizer
-from fastvlm.verify.parity import TOKENIZER_QUESTIONS, prompt_ids, reference_text
+from fastvlm.verify.parity import TOKENIZER_QUESTIONS, prompt_ids, reference_text, tokenizer_agrees
 from tests.unit.engine.test_prompt import REFERENCE
 
 QUESTIONS = [
@@ -23,10 +23,15 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def tokenizer_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tokenizer")
     write_tokenizer(build_vocab(), out)  # the tiny model's vocabulary, Qwen2's normalizer and splitter
-    return transformers.AutoTokenizer.from_pretrained(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tokenizer_dir):
+    return transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir))
 
 
 def test_the_reference_text_is_the_chatml_prompt():
@@ -37,3 +42,12 @@ def test_the_reference_text_is_the_chatml_prompt():
 def test_the_engine_tokenizes_the_prompt_as_the_reference_does(tiny_engine, reference, question):
     want = [reference.encode(t, add_special_tokens=False) for t in reference_text(question)]
     assert prompt_ids(question, tiny_engine.lm.tokenize) == want
+
+
+def test_parity_names_the_question_the_tokenizers_disagree_on(tiny_engine, tokenizer_dir, caplog):
+    agreeing = {q: prompt_ids(q, tiny_engine.lm.tokenize) for q in TOKENIZER_QUESTIONS}
+    assert tokenizer_agrees(tokenizer_dir, agreeing)
+    before, after = agreeing[TOKENIZER_QUESTIONS[0]]
+    one_off = {**agreeing, TOKENIZER_QUESTIONS[0]: [before, after[:-1]]}
+    assert not tokenizer_agrees(tokenizer_dir, one_off)
+    assert repr(TOKENIZER_QUESTIONS[0]) in caplog.text and repr(TOKENIZER_QUESTIONS[1]) not in caplog.text

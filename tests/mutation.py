@@ -17,7 +17,9 @@ import argparse
 import ast
 import copy
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -131,9 +133,15 @@ def time_limit(command: list[str], cwd: Path, what: str) -> float:
 
 
 def passes(command: list[str], cwd: Path, limit: float) -> bool:
+    """Whether the tests pass; a run past `limit` is killed with every process it started (a test's own
+    subprocess, e.g. a bench run, would otherwise live on, holding the CPU the next runs are timed on)."""
+    run = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
     try:
-        return subprocess.run(command, cwd=cwd, capture_output=True, timeout=limit).returncode == 0
+        return run.wait(timeout=limit) == 0
     except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
         return False  # a mutant that hangs the tests is caught by them
 
 

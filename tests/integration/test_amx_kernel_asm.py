@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.installed import ci_installs
 from tests.integration.conftest import compiler, configure
 from tests.unit.amx.test_build_settings import llama_line_settings
 
@@ -103,7 +104,7 @@ def amx_sites(lib: Path) -> list[list[str]]:
     return [code[max(0, i - WINDOW):i + 1] for i, line in enumerate(code) if line.startswith("ldtilecfg")]
 
 
-@pytest.mark.skipif(OBJDUMP is None, reason="objdump missing (binutils; build-essential installs it)")
+@pytest.mark.skipif(OBJDUMP is None, reason=ci_installs("build-essential", "objdump missing (binutils)"))
 def test_the_installed_amx_kernel_writes_its_tile_configuration():
     lib_dir = Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib"
     libs = sorted(lib_dir.glob("libggml-cpu*.so"))
@@ -151,7 +152,7 @@ def compiled_sites(source: Path, tmp: Path, cxx: str, cxx_flags: str, arch: str 
 
 
 needs_tools = pytest.mark.skipif(OBJDUMP is None or shutil.which("cmake") is None,
-                                 reason="objdump or cmake missing (build-essential, cmake: .ci/run installs them)")
+                                 reason=ci_installs("cmake", "objdump (build-essential) or cmake missing"))
 
 
 @needs_tools

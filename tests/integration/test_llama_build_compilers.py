@@ -10,10 +10,11 @@ import shutil
 
 import pytest
 
+from tests.installed import ci_installs
 from tests.integration.conftest import compiler, configure
 from tests.unit.amx.test_build_settings import llama_line_settings
 
-needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake missing (.ci/run installs it)")
+needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason=ci_installs("cmake", "cmake missing"))
 
 
 @needs_cmake

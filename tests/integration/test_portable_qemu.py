@@ -17,8 +17,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.installed import ci_installs
+
 QEMU = shutil.which("qemu-x86_64")
-pytestmark = pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 missing: apt-get install qemu-user (.ci/run does)")
+pytestmark = pytest.mark.skipif(QEMU is None,
+                                reason=ci_installs("qemu-user", "qemu-x86_64 missing: apt-get install qemu-user"))
 
 
 def test_predict_answers_on_a_haswell_cpu(tiny_models, tmp_path):

@@ -18,7 +18,7 @@ from fastvlm.speech.stt import word_errors
 from fastvlm.speech.tts import EdgeSpeaker, EspeakSpeaker, FallbackSpeaker, SpeechUnavailable
 from fastvlm.speech.silero import silero_vad
 from fastvlm.speech.vad import SpeechStarted, TurnDetector, UtteranceEnded
-from tests.installed import load_whisper, skip_missing
+from tests.installed import load_whisper, skip_missing, skip_missing_ci
 
 QUESTIONS = [
     "What am I holding?",
@@ -238,7 +238,7 @@ def test_debian_espeak_program_takes_the_text_as_data(config, tmp_path):
 
     program = shutil.which("espeak-ng")
     if program is None:
-        pytest.skip("no espeak-ng program (apt-get install espeak-ng)")
+        skip_missing_ci("espeak-ng", "no espeak-ng program (apt-get install espeak-ng)")
     marker = tmp_path / "owned"
     speaker = EspeakSpeaker(EspeakProgram(program), audio_dir=config.audio_dir)
     speech = speaker.synthesize(f'It costs $5; "quoted" `touch {marker}` $(touch {marker}) -v --help')

@@ -305,6 +305,9 @@ def test_converters_on_hand_written_sources(tmp_path):
     tvqa.write_text(json.dumps({"data": [{"question_id": 1, "question": "q", "answers": ["a"]}]}))
     with pytest.raises(DataError, match=r"data\[0\]: missing 'image_id'"):
         convert("textvqa", [tvqa])
+    pope.write_text('{"question_id": 1, "image": "a.jpg", "text": "Is it?", "label": "yes"}\n\n{"question_id": 2,\n')
+    with pytest.raises(DataError, match=r"coco_pope_adversarial.json line 3: not valid JSON"):  # counted from 1
+        convert("pope", [pope])
 
 
 def test_a_resume_with_another_model_is_refused(tmp_path):

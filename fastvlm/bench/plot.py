@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from PIL import Image, ImageDraw
@@ -46,7 +47,7 @@ def _histogram(d: ImageDraw.ImageDraw, values: list[float], box) -> None:
 def _stages(d: ImageDraw.ImageDraw, records: list[dict], kinds: list[str], box) -> None:
     x0, y0, x1, y1 = box
     d.text((x0, y0), "median stage times per run kind (s)", fill="black")
-    med = {k: {s: _median([r[s] for r in records if r["kind"] == k]) for s, _ in STAGES} for k in kinds}
+    med = {k: {s: statistics.median(r[s] for r in records if r["kind"] == k) for s, _ in STAGES} for k in kinds}
     scale = max((sum(m.values()) for m in med.values()), default=1) or 1
     bar_h = min(40, (y1 - y0 - 60) / max(len(kinds), 1) - 10)
     for i, k in enumerate(kinds):
@@ -62,10 +63,3 @@ def _stages(d: ImageDraw.ImageDraw, records: list[dict], kinds: list[str], box) 
         d.rectangle((x0 + j * 120, y1 - 12, x0 + j * 120 + 10, y1 - 2), fill=colour)
         d.text((x0 + j * 120 + 14, y1 - 14), stage[:-2], fill="black")
 
-
-def _median(values: list[float]) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

@@ -133,16 +133,47 @@ def time_limit(command: list[str], cwd: Path, what: str) -> float:
 
 
 def passes(command: list[str], cwd: Path, limit: float) -> bool:
-    """Whether the tests pass; a run past `limit` is killed with every process it started (a test's own
-    subprocess, e.g. a bench run, would otherwise live on, holding the CPU the next runs are timed on)."""
+    """Whether the tests pass. However the run ends, every process it left is killed: its own process group (a
+    run past `limit`, or a test's subprocess a mutant kept from being stopped, e.g. deploy/launch.py's nginx) and
+    anything still running from the copy in `cwd` in a session of its own (a replica of app.py): left alive they
+    hold ports, memory and the CPU the next runs are timed on."""
     run = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:
         return run.wait(timeout=limit) == 0
     except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
         return False  # a mutant that hangs the tests is caught by them
+    finally:
+        _kill_left(run, cwd)
+
+
+def _kill_left(run: subprocess.Popen, copy_root: Path) -> None:
+    try:
+        os.killpg(run.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group is gone: nothing was left in it
+    run.wait()
+    for pid in _running_from(copy_root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _running_from(root: Path) -> list[int]:
+    """Processes whose command line names a file under `root` (not this one)."""
+    mark, proc_dir = str(root.resolve()) + "/", Path("/proc")
+    found = []
+    for proc in proc_dir.iterdir() if proc_dir.is_dir() else ():  # Linux; elsewhere the group kill only
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if mark in cmdline:
+            found.append(int(proc.name))
+    return found
 
 
 def probe(module: str, tests: list[str], root: Path = Path(".")) -> dict:

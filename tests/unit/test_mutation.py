@@ -98,3 +98,20 @@ def test_a_run_past_its_limit_is_killed_with_the_processes_it_started(tmp_path):
         time.sleep(0.05)
     assert not _alive(pid)
     assert passes([sys.executable, "-c", "pass"], tmp_path, limit=10.0)
+
+
+def test_what_a_finished_run_leaves_behind_is_killed(tmp_path):
+    """A mutant that breaks a test's clean-up (deploy/launch.py's stop) must not leave its nginx and replicas
+    running: a child in the run's group, and one in a session of its own started from the copy's files."""
+    (tmp_path / "replica.py").write_text("import time; time.sleep(60)\n")
+    marker = tmp_path / "children.pid"
+    script = ("import subprocess, sys; "
+              "a = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"b = subprocess.Popen([sys.executable, {str(tmp_path / 'replica.py')!r}], start_new_session=True); "
+              f"open({str(marker)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')")
+    assert passes([sys.executable, "-c", script], tmp_path, limit=30.0)
+    pids = [int(p) for p in marker.read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, pids))

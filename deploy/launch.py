@@ -35,6 +35,7 @@ log = logging.getLogger("fastvlm.deploy")
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 RESTART_DELAY_S = 5.0  # a replica that exits is started again after this long (a crash loop stays slow)
+STOP_GRACE_S = 10.0  # how long each process may take to stop gracefully before it is killed with its children
 
 
 def nginx_binary() -> str:
@@ -160,7 +161,8 @@ class Stack:
         conf.write_text(conf_edit(text) if conf_edit else text)
         for port in self.config.ports:
             self.start_replica(port)
-        self.nginx = subprocess.Popen([nginx_binary(), "-p", str(self.run_dir), "-c", str(conf)], cwd=self.run_dir)
+        self.nginx = subprocess.Popen([nginx_binary(), "-p", str(self.run_dir), "-c", str(conf)], cwd=self.run_dir,
+                                      start_new_session=True)  # its workers killable as one group (`stop`)
         log.info("nginx on %s (pid %d, config %s)", self.config.listen, self.nginx.pid, conf)
         return self
 
@@ -199,15 +201,18 @@ class Stack:
         if self.nginx is not None and self.nginx.poll() is not None:
             raise RuntimeError(f"nginx exited (code {self.nginx.returncode}): see {self.run_dir / 'error.log'}")
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM to the replicas, SIGQUIT to nginx (it finishes open requests); whatever has not exited after
+        `grace_s` is killed with its whole process group: a killed nginx master leaves its workers serving the
+        public port otherwise, so the next start could not listen on it."""
         procs = [p for p in (*self.replicas.values(), self.nginx) if p is not None and p.poll() is None]
         for proc in procs:
             proc.send_signal(signal.SIGTERM if proc is not self.nginx else signal.SIGQUIT)  # nginx: graceful
         for proc in procs:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # each child leads a session of its own (start_new_session)
                 proc.wait()
         if self._body_temp_made is not None:
             shutil.rmtree(self._body_temp_made, ignore_errors=True)

@@ -98,10 +98,12 @@ def test_bodies_spill_into_the_run_folder_unless_root_cannot_reach_it(monkeypatc
 class FakeProc:
     """A child process: `exit(code)` makes it exit; records the signals sent to it."""
 
+    pids = iter(range(4000, 5000))
+
     def __init__(self, *, hangs: bool = False):
         self.returncode: int | None = None
         self.signals: list[int] = []
-        self.hangs, self.killed, self.pid = hangs, False, 4242
+        self.hangs, self.pid = hangs, next(FakeProc.pids)
 
     def poll(self):
         return self.returncode
@@ -118,10 +120,6 @@ class FakeProc:
         if self.returncode is None:
             raise subprocess.TimeoutExpired("replica", timeout)
         return self.returncode
-
-    def kill(self) -> None:
-        self.killed = True
-        self.exit(-9)
 
 
 class Clock:
@@ -217,11 +215,12 @@ def test_start_writes_the_config_then_starts_replicas_and_nginx(monkeypatch, tmp
     stack = launch.Stack(launch.StackConfig(replicas=2, first_port=9000, run_dir=run), env={"FASTVLM_API_KEY": "k"})
     stack.start(conf_edit=lambda text: text + "# edited\n")
     assert (run / "nginx.conf").read_text().endswith("# edited\n")
-    (r1, kw1), (r2, _), (nginx, _) = started
+    (r1, kw1), (r2, _), (nginx, kw_nginx) = started
     assert r1 == launch.replica_command(stack.config, 9000) and r2 == launch.replica_command(stack.config, 9001)
     assert kw1["env"]["FASTVLM_API_KEY"] == "k" and kw1["start_new_session"]  # Ctrl-C reaches the launcher only
     assert (run / "replica-9000.log").exists() and (run / "replica-9001.log").exists()
     assert nginx == ["/sbin/nginx", "-p", str(run.resolve()), "-c", str(run.resolve() / "nginx.conf")]
+    assert kw_nginx["start_new_session"]  # its workers die with it (`stop` kills the group)
     assert set(stack.replicas) == {9000, 9001} and stack.nginx is not None
 
 
@@ -232,15 +231,22 @@ def test_readiness_gives_up_at_its_timeout(stack, monkeypatch):
     assert 103.0 <= stack.clock.now <= 103.5
 
 
-def test_stop_ends_replicas_and_nginx_gracefully_and_kills_what_hangs(stack, tmp_path):
-    stack.nginx = FakeProc()
+def test_stop_ends_replicas_and_nginx_gracefully_and_kills_what_hangs_with_its_group(stack, tmp_path, monkeypatch):
+    stack.nginx = FakeProc(hangs=True)
     stack.replicas[9001] = FakeProc(hangs=True)
+    killed = []
+
+    def killpg(pgid, sig):
+        killed.append((pgid, sig))
+        next(p for p in (stack.nginx, *stack.replicas.values()) if p.pid == pgid).exit(-sig)
+
+    monkeypatch.setattr(launch.os, "killpg", killpg)
     stack._body_temp_made = made = tmp_path / "spill"
     made.mkdir()
-    stack.stop()
-    assert stack.replicas[9000].signals == [signal.SIGTERM] and not stack.replicas[9000].killed
-    assert stack.replicas[9001].signals == [signal.SIGTERM] and stack.replicas[9001].killed
+    stack.stop(grace_s=0.5)
+    assert stack.replicas[9000].signals == [signal.SIGTERM] and stack.replicas[9001].signals == [signal.SIGTERM]
     assert stack.nginx.signals == [signal.SIGQUIT] and not made.exists()
+    assert killed == [(stack.replicas[9001].pid, signal.SIGKILL), (stack.nginx.pid, signal.SIGKILL)]
 
 
 def test_stop_leaves_alone_what_already_exited_or_never_started(stack):

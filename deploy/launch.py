@@ -35,7 +35,7 @@ log = logging.getLogger("fastvlm.deploy")
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 RESTART_DELAY_S = 5.0  # a replica that exits is started again after this long (a crash loop stays slow)
-STOP_GRACE_S = 10.0  # how long each process may take to stop gracefully before it is killed with its children
+STOP_GRACE_S = 10.0  # how long each process may take to stop gracefully before its process group is killed
 
 
 def nginx_binary() -> str:

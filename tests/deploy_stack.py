@@ -41,6 +41,14 @@ def free_ports(n: int) -> int:
     raise RuntimeError("no free loopback ports")
 
 
+def require_nginx() -> None:
+    """Skip without nginx (a failure under CI: .ci/run installs it)."""
+    try:
+        launch.nginx_binary()
+    except FileNotFoundError as e:
+        skip_missing_ci("nginx", str(e))
+
+
 def png_url(seed: int = 0) -> str:
     buf = io.BytesIO()
     Image.fromarray(np.random.default_rng(seed).integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(buf, "PNG")
@@ -74,10 +82,7 @@ def running(tiny_models, run_dir: Path, replicas: int = 2, key: str | None = KEY
             conf_edit: Callable[[str], str] | None = None, voice: bool = False) -> Iterator[Served]:
     """The stack on the tiny models, ready (every replica's model loaded); stopped afterwards. `voice`: the
     replicas load the speech models (the Voice + camera tab)."""
-    try:
-        launch.nginx_binary()
-    except FileNotFoundError as e:
-        skip_missing_ci("nginx", str(e))
+    require_nginx()
     first = free_ports(replicas + 1)
     config = launch.StackConfig(
         replicas=replicas, listen=f"127.0.0.1:{first}", first_port=first + 1, run_dir=run_dir, threads=1,

@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.deploy_stack import free_ports, launch
-from tests.installed import skip_missing_ci
+from tests.deploy_stack import free_ports, launch, require_nginx
 
 REPLICA = """
 import sys
@@ -58,10 +57,7 @@ def _port_free(port: int) -> bool:
 
 
 def test_nginx_that_does_not_stop_in_time_is_killed_with_its_workers(tmp_path):
-    try:
-        launch.nginx_binary()
-    except FileNotFoundError as e:
-        skip_missing_ci("nginx", str(e))
+    require_nginx()
     first = free_ports(2)
     config = launch.StackConfig(replicas=1, listen=f"127.0.0.1:{first}", first_port=first + 1, run_dir=tmp_path)
     stack = launch.Stack(config)

@@ -56,17 +56,19 @@ def test_every_requirements_file_is_read():
     assert {"torch", "timm", "openvino", "gguf", "mcp", "gradio", "pytest", "playwright", "llama-cpp-python"} <= got
 
 
+def _pytest(ci: bool, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """pytest in a child process, with CI=true or without it, and `env` on top of this process's environment."""
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | env | ({"CI": "true"} if ci else {})
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
 def _child(tmp_path: Path, hidden: str, ci: bool, *args: str) -> subprocess.CompletedProcess:
     """pytest in a child process where `hidden` cannot be imported (a stand-in package first on the path)."""
     shim = tmp_path / "hide" / hidden
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text(f"raise ModuleNotFoundError(\"No module named '{hidden}'\", name='{hidden}')\n")
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hide"), str(ROOT)])
-    if ci:
-        env["CI"] = "true"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return _pytest(ci, *args, PYTHONPATH=os.pathsep.join([str(tmp_path / "hide"), str(ROOT)]))
 
 
 @pytest.mark.parametrize("ci", [True, False])
@@ -96,11 +98,7 @@ def test_a_skip_for_a_program_ci_run_installs(tmp_path, ci):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env.update(PATH=str(bin_dir), **({"CI": "true"} if ci else {}))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                           "tests/integration/test_portable_qemu.py"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = _pytest(ci, "tests/integration/test_portable_qemu.py", PATH=str(bin_dir))
     last = done.stdout.splitlines()[-1]
     if ci:
         assert done.returncode == 1 and "skipped for want of qemu-user, which .ci/run installs" in done.stdout, last

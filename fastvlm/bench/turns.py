@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 RATE = 16_000
+_VERDICT_WAIT_S = 60.0  # `hear_turn(realtime=False)`: a verdict that takes longer than this is a hang
 # (first part, second part): spoken with `pause_s` of silence between them. Some first parts end on a word a
 # finished question cannot end on ("What color is"), some read as a whole question ("What am I holding").
 PAUSED = (("What is written", "on the sign?"), ("What color is", "the shirt I am wearing?"),
@@ -59,23 +60,27 @@ def speak(backend, parts: tuple[str, ...], wpm: int, pause_s: float = 0.5, voice
     return Spoken(np.concatenate(pieces), " ".join(parts), bounds[0][0], bounds[-1][1], pause)
 
 
-def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_event=None):
+def hear_turn(taker, audio: np.ndarray, chunk_s: float, on_event=None, realtime: bool = True):
     """Feed `audio` in real time, `chunk_s` per chunk, until the turn ends -> (TurnEnded or None, seconds
-    from the first chunk to the end being known). `on_event(event)` is called on every other event."""
+    from the first chunk to the end being known). `on_event(event)` is called on every other event.
+    `realtime=False`: no waiting for the microphone, every verdict waited for after its chunk, and the seconds are
+    the audio's (when the end would be known on a machine infinitely fast): the same on every machine."""
     from ..speech.turn import TurnEnded
 
     step = int(chunk_s * RATE)
     t0 = time.perf_counter()
     for k in range(0, audio.size, step):
-        time.sleep(max(0.0, t0 + (k + step) / RATE - time.perf_counter()))  # the microphone sends it now
+        if realtime:
+            time.sleep(max(0.0, t0 + (k + step) / RATE - time.perf_counter()))  # the microphone sends it now
         events = taker.feed(RATE, audio[k : k + step])
-        events += taker.settle(t0 + (k + 2 * step) / RATE - time.perf_counter())  # a verdict: until the next chunk
+        # a verdict: until the next chunk is due, or however long it takes
+        events += taker.settle(t0 + (k + 2 * step) / RATE - time.perf_counter() if realtime else _VERDICT_WAIT_S)
         for event in events:
             if isinstance(event, TurnEnded):
-                return event, time.perf_counter() - t0
+                return event, time.perf_counter() - t0 if realtime else (k + step) / RATE
             if on_event is not None:
                 on_event(event)
-    return None, time.perf_counter() - t0
+    return None, time.perf_counter() - t0 if realtime else audio.size / RATE
 
 
 def cut_off(taker_for, rules: tuple[str, ...], questions: list[Spoken], chunk_s: float) -> dict:

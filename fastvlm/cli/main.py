@@ -195,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench-voice", help="time end of speech -> first spoken answer (VAD tail, STT, TTFT, TTS)")
     add_model_arguments(p)
     voice_bench.add_arguments(p)
+    from ..bench.people import run as people_bench
+
+    people_bench.add_arguments(sub.add_parser("bench-turns", help="the end-of-turn rules on people's recorded speech "
+                                              "(cuts mid-sentence, time to the end, answers withdrawn)"))
     from . import convert as convert_cli  # light: the convert extras are imported only when a command runs
 
     p = sub.add_parser("convert", help="FastVLM checkpoint -> vision.onnx + llm.gguf (needs requirements-convert.txt)")
@@ -242,6 +246,12 @@ def _bench_voice(args: argparse.Namespace) -> int:
     return voice_bench.run(args, load_engine)
 
 
+def _bench_turns(args: argparse.Namespace) -> int:
+    from ..bench.people import run as people_bench
+
+    return people_bench.run(args)
+
+
 def _synth(args: argparse.Namespace) -> int:
     from ..synth import models as synth
 
@@ -275,7 +285,7 @@ def download(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"predict": predict, "download": download, "eval": _eval, "eval-convert": _eval_convert, "synth": _synth,
-            "bench": _bench, "bench-voice": _bench_voice,
+            "bench": _bench, "bench-voice": _bench_voice, "bench-turns": _bench_turns,
             "convert": _convert, "parity": _parity, "doctor": _doctor}
 
 

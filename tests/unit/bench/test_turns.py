@@ -91,3 +91,12 @@ def test_speak_lays_out_the_parts_with_the_pause_between_and_knows_where_each_is
     assert loud[-1] == pytest.approx(spoken.end_s, abs=2 / RATE)
     whole = turns.speak(Voice(), ("What is this?",), 140)
     assert whole.pause_s is None and whole.end_s == pytest.approx(0.5 + voiced)
+
+
+def test_hear_turn_out_of_real_time_waits_for_every_verdict_and_counts_in_the_audios_seconds():
+    taker = EndsAt(0.1, at_s=0.15)
+    ended, at = turns.hear_turn(taker, np.zeros(int(2.0 * RATE), np.float32), CHUNK_S, realtime=False)
+    assert ended.end_s == 0.1 and at == pytest.approx(0.15)  # the chunk it ended in, however fast this machine is
+    assert taker.waits == [turns._VERDICT_WAIT_S] * 3
+    never, at = turns.hear_turn(EndsAt(None), np.zeros(int(2.0 * RATE), np.float32), CHUNK_S, realtime=False)
+    assert never is None and at == pytest.approx(2.0)

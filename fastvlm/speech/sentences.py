@@ -26,9 +26,9 @@ _ABBREVIATIONS = frozenset(
 # possessives, question words and fillers (the end-of-turn judge uses them too).
 DANGLING = frozenset("""
 a an the of on in at to for with from by about into onto behind under over near between like as than
-and or but so because if that whether is are was were am be been do does did can could will would should
-shall may might must has have had my your his her our their what which who whom whose where when why how
-um uh er erm hmm mm very some any""".split())
+and or nor but yet so because if that whether not is are was were am be been do does did can could will would
+should shall may might must has have had my your his her our their what which who whom whose where when why how
+um uh er erm hmm mm oh very some any""".split())
 # Words that start a phrase: the first piece may end just before one
 _STARTERS = frozenset("""
 a an the this these those on in at to for with from by about into onto behind under over near next between

@@ -76,6 +76,11 @@ def semantic(transcriber, likely_events=False, **options):
     ("What is written on", False, False), ("What color is the?", False, False), ("Where is", False, False),
     ("What kind of...", False, False), ("Is it red, ", False, False), ("um", False, False), ("", False, False),
     ("   ", False, False),
+    # people's speech (bench-turns): a word that can end a sentence, then a full stop, is unsure as with "?";
+    # a negation, a conjunction or "oh" before a pause leaves the sentence open
+    ("I didn't know that.", True, True), ("I think it might.", True, True), ("Is it hot or not?", True, True),
+    ("This is not", False, False), ("And yet", False, False), ("neither this nor", False, False),
+    ("Then he said with the loans, oh.", False, False),
 ])  # fmt: skip
 def test_the_transcript_judge_hears_a_question_that_trails_off(text, complete, unsure):
     verdict = TranscriptJudge().judge(np.zeros(10, np.float32), Transcript(text, "en", 1.0))

@@ -3,7 +3,7 @@
 Each unit is played into a fresh `TurnTaker`, as the voice tab makes it (semantic rules with `likely_events`: an
 answer is begun at the judge's verdict and withdrawn if the person speaks on), one `--chunk-s` chunk at a time in
 real time (`--no-realtime`: every verdict waited for, times in the audio's seconds). Per rule it reports:
-  cut        units whose turn ended before their last mid-sentence pause was over (of the units with such pauses)
+  cut        units whose turn ended before their last sound (`CUT_S`), and how many of them have a labelled pause
   end        for units that end a sentence: seconds from the last sound to the end being known, by whom it ended
   withdrawn  answers begun at a verdict and dropped because the person went on (CPU spent for nothing)
   WER        the call's transcripts at the end against its own transcript (the other person's overlap counts)
@@ -24,6 +24,10 @@ from .recordings import DEFAULT_DIR, PeopleMissing, fetch, units
 
 log = logging.getLogger(__name__)
 RULES = ("transcript", "smart-turn", "silence")
+# A turn that ends this long before the unit's last sound cut the person off, at a labelled pause or not (a rule's
+# pause is 0.12 s; the labels' 0.15 s). Turns that end at the last sound end within 0.14 s of it (Silero live vs
+# Silero over the whole recording).
+CUT_S = 0.3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,7 +84,7 @@ def hear(new_taker, items, chunk_s: float, realtime: bool) -> list[dict]:
                 seen[type(event)] += 1
 
         ended, at = hear_turn(new_taker(), spoken.audio, chunk_s, count, realtime)
-        cut = ended is not None and spoken.pause_s is not None and ended.end_s < spoken.pause_s[1]
+        cut = ended is not None and ended.end_s < spoken.end_s - CUT_S
         heard = ended.transcript.result().text if ended is not None and ended.transcript is not None else None
         rows.append({"recording": name, "start_s": unit.start_s, "text": unit.text, "mids": len(unit.mids),
                      "finished": unit.finished, "cut": cut, "ended_by": ended.by if ended else None,
@@ -99,7 +103,8 @@ def summary(rows: list[dict]) -> dict:
     for r in ends:
         by[r["ended_by"]] = by.get(r["ended_by"], 0) + 1
     errors = [word_errors(r["text"], r["heard"] or "") for r in rows if r["recording"] == "call"]
-    return {"cut": sum(r["cut"] for r in rows), "of_paused": sum(r["mids"] > 0 for r in rows),
+    return {"cut": sum(r["cut"] for r in rows), "of": len(rows), "of_paused": sum(r["mids"] > 0 for r in rows),
+            "cut_paused": sum(r["cut"] for r in rows if r["mids"]),
             "cut_units": [r["text"][:60] for r in rows if r["cut"]],
             "never_ended": sum(r["ended_by"] is None for r in rows),
             "end_after_s": summarize([r["after_end_s"] for r in ends]), "ended_by": by,
@@ -146,6 +151,7 @@ def _print(report: dict) -> None:
         for group, s in got["summary"].items():
             end = s["end_after_s"]
             wer = "" if s["call_wer"] is None else f", call WER {s['call_wer']:.2f}"
-            print(f"  {rule:11} {group:7} cut {s['cut']} of {s['of_paused']} paused, never ended {s['never_ended']}; "
+            print(f"  {rule:11} {group:7} cut {s['cut']} of {s['of']} ({s['cut_paused']} of the {s['of_paused']} "
+                  f"with a pause inside), never ended {s['never_ended']}; "
                   f"end after {end.get('median', float('nan')):.2f} s (p90 {end.get('p90', float('nan')):.2f}) by "
                   f"{s['ended_by']}; answers begun {s['begun']}, withdrawn {s['withdrawn']}{wer}")

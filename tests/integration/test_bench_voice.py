@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.installed import skip_missing_ci
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def bench_voice(models, out: Path, words_ahead_s: float) -> dict:
+def bench_voice(models, out: Path, words_ahead_s: float, *extra: str) -> dict:
     # a process of its own, as a person runs it: eSpeak NG and CTranslate2 keep process-wide state
     run = subprocess.run([sys.executable, "-m", "fastvlm", "bench-voice", "--vision", str(models.vision), "--llm",
                           str(models.llm), "--no-download", "--n-ctx", "1024", "--threads", "2", "--resolutions", "128",
                           "--num-runs", "1", "--warmup-runs", "0", "--tts", "espeak", "--chunk-s", "0.04",
-                          "--max-load", "99", "--words-ahead-s", str(words_ahead_s), "--report-json", str(out)],
+                          "--max-load", "99", "--words-ahead-s", str(words_ahead_s), "--report-json", str(out), *extra],
                          capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     [row] = json.loads(out.read_text())["by_resolution"]["128"]["runs"]
@@ -38,3 +40,16 @@ def test_words_heard_ahead_are_prefilled_and_reused(tiny_models, tmp_path):
     said = ahead["transcript"].lower().split()
     assert any(said[:len(a["words"].split())] == a["words"].lower().split() for a in heard), ahead["words_ahead"]
     assert ahead["reused_tokens"] > plain["reused_tokens"]  # the answer only prefilled the rest
+
+
+def test_people_ask_the_questions_with_questions_people(tiny_models, tmp_path):
+    """`--questions people`: the first is the lecturer's "…how do I get to Dublin?" (fastvlm/bench/people)."""
+    pytest.importorskip("faster_whisper")
+    from fastvlm.bench.people import recordings
+
+    try:
+        recordings.read_member(recordings.SOURCES["lecture"], recordings.DEFAULT_DIR)
+    except recordings.PeopleMissing as e:
+        skip_missing_ci("silero-vad", f"people's speech is not downloaded: {e}")
+    row = bench_voice(tiny_models, tmp_path / "people.json", 0, "--questions", "people")
+    assert row["question"] == "and says, how do I get to Dublin?" and "dublin" in row["transcript"].lower(), row

@@ -121,3 +121,11 @@ def call_reference(folder: Path = DEFAULT_DIR) -> str:
     source = Source(*_PYANNOTE, "pyannote/audio/sample/sample.stm", CALL_STM)
     lines = read_member(source, folder).decode("utf-8").splitlines()
     return " ".join(line.split(maxsplit=5)[5] for line in lines if line.strip())
+
+
+def questions(folder: Path = DEFAULT_DIR) -> list[tuple[np.ndarray, float, str, float]]:
+    """The units that are questions of three words or more ("Do you have a great governor in this state?": 9), as
+    bench-voice takes its questions: (16 kHz audio, 0.5 s of silence before and 2.5 s after; end of speech s;
+    text; start of speech s)."""
+    return [(s.audio, s.end_s, u.text, s.start_s) for _, u, s in units(folder=folder)
+            if u.text.endswith("?") and len(u.text.split()) >= 3]

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 RATE = 16_000
+# A turn that ends this long before the question's last sound cut the person off (a rule's pause is 0.12 s); turns
+# that end at the last sound end within 0.14 s of it on people's speech (Silero live vs over a whole recording)
+CUT_S = 0.3
 _VERDICT_WAIT_S = 60.0  # `hear_turn(realtime=False)`: a verdict that takes longer than this is a hang
 # (first part, second part): spoken with `pause_s` of silence between them. Some first parts end on a word a
 # finished question cannot end on ("What color is"), some read as a whole question ("What am I holding").

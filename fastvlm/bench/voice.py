@@ -42,6 +42,7 @@ from ..engine.config import GenerationOptions
 from ..engine.events import Done, FirstToken, Request, TextDelta
 from .runs import fresh, sample_images
 from .stats import machine_info, positive_int, summarize, write_report
+from .turns import CUT_S
 
 log = logging.getLogger(__name__)
 QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
@@ -112,9 +113,10 @@ def run(args: argparse.Namespace, engine_factory) -> int:
                 if i >= args.warmup_runs:
                     rows.append(row)
                 log.info("%d px run %d: %s", size, i, {k: round(v, 3) for k, v in row.items() if k in STAGES})
+            heard = [r for r in rows if not r["cut"]]  # a question cut off has no time to its answer
             report["by_resolution"][str(size)] = {
                 "load_before": load_before, "load_after": os.getloadavg()[0], "runs": rows,
-                "summary": {k: summarize([r[k] for r in rows]) for k in STAGES}}
+                "cut": len(rows) - len(heard), "summary": {k: summarize([r[k] for r in heard]) for k in STAGES}}
     finally:
         engine.close()
     if args.report_json:  # first: the measurements are kept whatever the printout does
@@ -159,7 +161,7 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     """Play `audio` into the turn taker in real time, then answer the question as the tab does; the stage times."""
     from ..speech import HeardSoFar, SpeechOnset
     from ..speech.turn import TurnLikelyEnded, TurnResumed
-    from .turns import hear_turn
+    from .turns import hear_turn  # looked up at each call: tests stand in for it
 
     prepared: dict = {}
     early: dict = {"cancelled": 0}  # the answer begun at TurnLikelyEnded (--preemptive)
@@ -193,6 +195,7 @@ def _one_turn(engine, transcriber, speaker, taker, audio, end_s, frame, size, ar
     row = {"vad_tail_s": float(t_end - spoken_end), "stt_s": stt_s, "stt_compute_s": transcript.elapsed_s,
            "early_stt_used": ended.transcript is not None, "ended_by": ended.by,
            "verdict": ended.verdict.reason if ended.verdict else None, "transcript": transcript.text,
+           "cut": bool(ended.end_s < end_s - CUT_S),  # the turn ended at a pause before the question's end
            "preemptive": early.get("end_s") == ended.end_s, "preemptive_cancelled": early["cancelled"], **answer,
            "total_s": float(max(answer["done_at"], t_end) - spoken_end)}  # heard when ready and the turn is over
     row["prepared_before_end"] = prepared.get("done_at", float("inf")) <= t_end
@@ -308,6 +311,9 @@ def _print(report: dict) -> None:
           f"{', '.join(f'{s:.1f}' for s in report['questions_s'])} s · target "
           f"{', '.join(f'≤ {t} s @{k}' for k, t in report['target_s'].items())}")
     for size, r in report["by_resolution"].items():
+        if not r["summary"]["total_s"]:
+            print(f"{size:>5} px: every question was cut off before its end ({len(r['runs'])})")
+            continue
         s = {k: r["summary"][k]["median"] for k in STAGES}
         voices = sorted({row["voice"] for row in r["runs"]})
         ahead = sum(bool(row["prepared_before_end"]) for row in r["runs"])
@@ -319,7 +325,8 @@ def _print(report: dict) -> None:
               f"{s['ttft_s'] * 1000:.0f} ms · sentence {s['sentence_s'] * 1000:.0f} ms · TTS {s['tts_s'] * 1000:.0f}"
               f" ms ({'/'.join(voices)}) -> total {s['total_s']:.2f} s median ({verdict}; p90 "
               f"{r['summary']['total_s']['p90']:.2f} s) · image prepared during speech {ahead}/{len(r['runs'])} · "
-              f"early transcript used {early}/{len(r['runs'])} · "
+              f"early transcript used {early}/{len(r['runs'])} · cut off {r.get('cut', 0)} (untimed) · "
               f"load {r['load_before']:.2f} -> {r['load_after']:.2f}")
-        four = statistics.median(sum(row[k] for k in ("vad_tail_s", "stt_s", "ttft_s", "tts_s")) for row in r["runs"])
+        four = statistics.median(sum(row[k] for k in ("vad_tail_s", "stt_s", "ttft_s", "tts_s"))
+                                 for row in r["runs"] if not row.get("cut"))  # reports before stop 60: no cut
         print(f"        VAD tail + STT + TTFT + TTS (a first sentence complete at its first token): {four:.2f} s")

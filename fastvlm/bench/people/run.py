@@ -18,16 +18,12 @@ import logging
 from pathlib import Path
 
 from ..stats import machine_info, summarize, write_report
-from ..turns import Spoken, hear_turn
+from ..turns import CUT_S, Spoken, hear_turn
 from .labels import UNITS, Unit
 from .recordings import DEFAULT_DIR, PeopleMissing, fetch, units
 
 log = logging.getLogger(__name__)
 RULES = ("transcript", "smart-turn", "silence")
-# A turn that ends this long before the unit's last sound cut the person off, at a labelled pause or not (a rule's
-# pause is 0.12 s; the labels' 0.15 s). Turns that end at the last sound end within 0.14 s of it (Silero live vs
-# Silero over the whole recording).
-CUT_S = 0.3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,7 +80,7 @@ def hear(new_taker, items, chunk_s: float, realtime: bool) -> list[dict]:
                 seen[type(event)] += 1
 
         ended, at = hear_turn(new_taker(), spoken.audio, chunk_s, count, realtime)
-        cut = ended is not None and ended.end_s < spoken.end_s - CUT_S
+        cut = ended is not None and ended.end_s < spoken.end_s - CUT_S  # at a labelled pause or not
         heard = ended.transcript.result().text if ended is not None and ended.transcript is not None else None
         rows.append({"recording": name, "start_s": unit.start_s, "text": unit.text, "mids": len(unit.mids),
                      "finished": unit.finished, "cut": cut, "ended_by": ended.by if ended else None,

@@ -28,15 +28,17 @@ class SimulatedTime:
         self.slept += max(0.0, seconds)
 
 
-@pytest.mark.parametrize("rule, tail", [("semantic", (0.6, 0.95)), ("silence", (0.7, 1.1))])
-def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys, rule,
-                                                                            tail):
-    transcriber = FakeTranscriber()
+def _questions(*end_s: float) -> list[tuple]:
+    """A 2 s tone from 0.5 s to 2.5 s, 1.5 s of silence after; each told to end at one of `end_s`."""
     lead, spoken = np.zeros(RATE // 2, np.float32), (0.5 * np.sin(np.arange(2 * RATE) * 0.3)).astype(np.float32)
     audio = np.concatenate([lead, spoken, np.zeros(3 * RATE // 2, np.float32)])
-    question = (audio, 2.5, "What am I holding?", 0.5)
-    monkeypatch.setattr(voice, "_speech", lambda config, tts, wpm: (transcriber, FakeSpeaker(tmp_path), LoudnessVad(),
-                                                                    [question]))
+    return [(audio, end, "What am I holding?", 0.5) for end in end_s]
+
+
+def _bench(tmp_path, monkeypatch, transcriber, questions, *flags: str) -> tuple[dict, list]:
+    """bench-voice at 128 px with fakes and simulated time -> (its report, the questions the engine was asked)."""
+    monkeypatch.setattr(voice, "_speech", lambda config, tts, wpm, source: (transcriber, FakeSpeaker(tmp_path),
+                                                                            LoudnessVad(), questions))
     clock = SimulatedTime()
     monkeypatch.setattr(voice, "time", clock)  # the microphone's waits pass at once
     monkeypatch.setattr(turns, "time", clock)
@@ -44,12 +46,20 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
     voice.add_arguments(parser)
-    args = parser.parse_args(["--resolutions", "128", "--num-runs", "2", "--warmup-runs", "1", "--threads", "1",
-                              "--end-of-turn", rule, "--report-json", str(tmp_path / "voice.json")])
+    args = parser.parse_args(["--resolutions", "128", "--threads", "1", "--report-json", str(tmp_path / "voice.json"),
+                              *flags])
     engine = make_engine(b"You hold a red cup. It looks full.")
     asked = record_questions(engine)
     assert voice.run(args, lambda a: engine) == 0
-    report = json.loads((tmp_path / "voice.json").read_text())
+    return json.loads((tmp_path / "voice.json").read_text()), asked
+
+
+@pytest.mark.parametrize("rule, tail", [("semantic", (0.6, 0.95)), ("silence", (0.7, 1.1))])
+def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_path, monkeypatch, capsys, rule,
+                                                                            tail):
+    transcriber = FakeTranscriber()
+    report, asked = _bench(tmp_path, monkeypatch, transcriber, _questions(2.5), "--num-runs", "2", "--warmup-runs",
+                           "1", "--end-of-turn", rule)
     runs = report["by_resolution"]["128"]["runs"]
     assert report["questions_s"] == [2.0]  # spoken from 0.5 s to 2.5 s
     assert len(runs) == 2 and all(r["early_stt_used"] for r in runs)
@@ -68,6 +78,20 @@ def test_each_turn_is_timed_stage_by_stage_and_the_early_transcript_is_used(tmp_
     assert set(asked) == {transcriber.text}  # what was heard is what is asked
     out = capsys.readouterr().out
     assert "128 px: VAD tail" in out and "early transcript used 2/2" in out and "load 0.50" in out
+
+
+def test_a_question_cut_off_before_its_end_is_counted_and_left_out_of_the_times(tmp_path, monkeypatch, capsys):
+    """People pause mid-question (`--questions people`): a turn that ends 0.3 s or more before the question's last
+    sound answered part of it, and its 'time to the answer' (negative) would pull the median down."""
+    report, _ = _bench(tmp_path, monkeypatch, FakeTranscriber(), _questions(3.2, 2.5), "--num-runs", "2",
+                       "--warmup-runs", "0")
+    size = report["by_resolution"]["128"]
+    assert [r["cut"] for r in size["runs"]] == [True, False] and size["cut"] == 1
+    assert size["summary"]["total_s"]["n"] == 1 and size["summary"]["total_s"]["median"] == size["runs"][1]["total_s"]
+    assert "cut off 1 (untimed)" in capsys.readouterr().out
+    report, _ = _bench(tmp_path, monkeypatch, FakeTranscriber(), _questions(2.7), "--num-runs", "1",
+                       "--warmup-runs", "0")
+    assert report["by_resolution"]["128"]["cut"] == 0  # 0.2 s before its end: Silero's lag, not a cut
 
 
 def test_the_bench_waits_for_a_quiet_machine_but_not_past_its_limit(monkeypatch, caplog):

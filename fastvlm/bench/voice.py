@@ -40,6 +40,7 @@ import numpy as np
 from ..engine.cancel import CancelToken
 from ..engine.config import GenerationOptions
 from ..engine.events import Done, FirstToken, Request, TextDelta
+from .first_piece import REFERENCE_ANSWER, first_piece, first_piece_tokens  # noqa: F401 (named here too)
 from .runs import fresh, sample_images
 from .stats import machine_info, positive_int, summarize, write_report
 from .turns import CUT_S
@@ -48,8 +49,6 @@ log = logging.getLogger(__name__)
 QUESTIONS = ("What am I holding in my right hand?", "Can you read the text on this page?",
              "What color is the shirt I am wearing?", "Is there anything unusual on the table?",
              "How many people can you see behind me?")  # fmt: skip
-# About as Qwen2 tokenizes a typical first answer: a word or a mark a token
-REFERENCE_ANSWER = (" You", " are", " holding", " a", " red", " mug", ".", " It", " looks", " full", ".")
 STAGES = ("vad_tail_s", "stt_s", "ttft_s", "sentence_s", "tts_s", "total_s")
 TARGET_S = {512: 0.8, 1024: 1.0}  # end of speech -> first sound, median, per size: the voice journey's (issue #22)
 
@@ -276,23 +275,6 @@ def _speak(speaker, sentence: str, out: dict) -> None:
     speech = speaker.synthesize(sentence)
     out["done_at"], out["elapsed_s"], out["engine"] = time.perf_counter(), time.perf_counter() - t, speech.engine
     speech.delete()
-
-
-def first_piece_tokens(first_phrase_words: int) -> int:
-    """The token at which the app's chunker releases `REFERENCE_ANSWER`'s first spoken piece: 8 for the whole
-    sentence (" It" shows that the period ends it), 5 with phrases ("You are holding" once " a" is complete)."""
-    return first_piece(first_phrase_words)[0]
-
-
-def first_piece(first_phrase_words: int) -> tuple[int, str]:
-    """(`first_piece_tokens`, the words of that piece)."""
-    from ..speech import SentenceChunker
-
-    chunker = SentenceChunker(first_phrase_words=first_phrase_words)
-    for n, token in enumerate(REFERENCE_ANSWER, 1):
-        if pieces := chunker.feed(token):
-            return n, pieces[0]
-    return len(REFERENCE_ANSWER), "".join(REFERENCE_ANSWER).strip()
 
 
 def _wait_quiet(max_load: float, wait_s: float) -> float:

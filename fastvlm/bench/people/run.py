@@ -111,19 +111,23 @@ def summary(rows: list[dict]) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ...speech import SpeechConfig, WhisperTranscriber, silero_vad
 
+    from ...engine.events import ModelFileError
+    from ...speech.judge import load_judge
+
     people = tuple(r for r in args.recordings if r != "espeak")
-    if args.fetch and people:
-        fetch(args.people_dir)
     try:
+        if args.fetch and people:
+            fetch(args.people_dir)
         items = units(people, args.people_dir)
-    except PeopleMissing as e:
+        judges = {rule: load_judge(rule) for rule in args.rules if rule != "silence"}
+    except (PeopleMissing, ModelFileError) as e:
         log.error("%s", e)
         return 1
     if "espeak" in args.recordings:
         items += espeak_units(args.question_wpm)
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads,
                           end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms)
-    transcriber, vad, judges = WhisperTranscriber.load(config), silero_vad(), {}
+    transcriber, vad = WhisperTranscriber.load(config), silero_vad()
     report = {"machine": machine_info(args.threads), "chunk_s": args.chunk_s, "realtime": args.realtime,
               "recordings": args.recordings, "rules": {}}
     for rule in args.rules:

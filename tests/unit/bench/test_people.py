@@ -134,3 +134,39 @@ def test_a_turn_that_ends_well_before_the_last_sound_is_cut_at_a_labelled_pause_
     [row] = run.hear(lambda: EndsAt(at), [("news", unit, spoken)], 0.04, realtime=False)
     assert row["cut"] == cut and row["ended_by"] == (None if end_at is None else "silence")
     assert row["ended_at_s"] == (None if end_at is None else pytest.approx(end_at))
+
+
+def test_a_download_that_fails_says_which_and_how(tmp_path, monkeypatch):
+    import subprocess
+
+    ran = []
+    monkeypatch.setattr(recordings.subprocess, "run", lambda cmd, check: ran.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 1))
+    with pytest.raises(recordings.PeopleMissing, match=r"pip could not download silero-vad==6\.2\.3 .*PyPI"):
+        recordings.fetch(tmp_path)
+    assert ran == [recordings.SOURCES["lecture"].pip_download(tmp_path)]  # the first archive: no point going on
+
+
+def test_the_bench_says_what_is_missing_and_exits_1(tmp_path, caplog):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    args = parser.parse_args(["--no-fetch", "--people-dir", str(tmp_path), "--recordings", "call"])
+    assert run.run(args) == 1 and "pyannote_audio-4.0.7-py3-none-any.whl is missing" in caplog.text
+
+
+def test_a_judge_that_cannot_load_is_named_before_anything_is_heard(tmp_path, monkeypatch, caplog):
+    import argparse
+
+    from fastvlm.engine.events import ModelFileError
+    from fastvlm.speech import judge
+
+    def no_wheel(name):
+        raise ModelFileError("the Smart Turn end-of-turn model needs the pipecat-ai wheel")
+
+    monkeypatch.setattr(judge, "load_judge", no_wheel)
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    args = parser.parse_args(["--recordings", "espeak", "--rules", "smart-turn"])
+    assert run.run(args) == 1 and "needs the pipecat-ai wheel" in caplog.text

@@ -16,6 +16,7 @@ import pytest
 from fastvlm.bench.people import recordings, run
 from fastvlm.bench.people.labels import UNITS, Unit
 from fastvlm.bench.turns import RATE
+from tests.unit.ui.test_ui_voice import LoudnessVad
 from tests.installed import ROOT
 
 MAX_AUDIO_S = 30.0  # SpeechConfig.max_audio_s: a longer unit would be ended by the length limit, not a rule
@@ -170,3 +171,100 @@ def test_a_judge_that_cannot_load_is_named_before_anything_is_heard(tmp_path, mo
     run.add_arguments(parser)
     args = parser.parse_args(["--recordings", "espeak", "--rules", "smart-turn"])
     assert run.run(args) == 1 and "needs the pipecat-ai wheel" in caplog.text
+
+
+def test_each_rule_gets_a_turn_taker_as_the_voice_tab_makes_it():
+    judges: dict = {}
+    silence = run.taker_for("silence", LoudnessVad(), object(), None, judges)
+    assert (silence.rule, silence.judge, silence.likely_events, silence.detector.onsets) == ("silence", None, True,
+                                                                                               True)
+    first, second = (run.taker_for("transcript", LoudnessVad(), object(), None, judges) for _ in range(2))
+    assert first.rule == "semantic" and first.likely_events and first.detector.onsets
+    assert first.judge is second.judge is judges["transcript"]  # loaded once
+    assert list(judges) == ["transcript"]
+
+
+class Scripted:
+    """A turn taker that gives the next of `events` at each chunk (None: nothing)."""
+
+    def __init__(self, events: list):
+        self.events = list(events)
+
+    def feed(self, rate: int, chunk: np.ndarray) -> list:
+        return [e] if self.events and (e := self.events.pop(0)) is not None else []
+
+    def settle(self, wait_s: float) -> list:
+        return []
+
+
+def test_answers_begun_and_withdrawn_are_counted_and_the_end_is_timed_from_the_last_sound():
+    from fastvlm.speech.turn import TurnEnded, TurnLikelyEnded, TurnResumed
+
+    unit = Unit(2.0, 3.0, "a question")
+    spoken = recordings.spoken(np.zeros(5 * RATE, np.float32), unit, lead_s=0.5, margin_s=0.0)  # speech 0.5-1.5 s
+    likely = TurnLikelyEnded(np.zeros(1, np.float32), 0.5, 1.0, None, None)
+    taker = Scripted([likely, TurnResumed(1.0), likely, TurnResumed(1.0), likely, *[None] * 20,
+                      TurnEnded(np.zeros(1, np.float32), 0.5, 1.5)])
+    [row] = run.hear(lambda: taker, [("news", unit, spoken)], 0.04, realtime=False)
+    assert (row["begun"], row["withdrawn"]) == (3, 2) and row["ended_at_s"] == pytest.approx(3.0)
+    assert row["after_end_s"] == pytest.approx(26 * 0.04 - 1.5)  # known at the 26th chunk, spoken to 1.5 s
+
+
+def test_the_bench_reports_people_and_espeak_apart_for_each_rule(tmp_path, monkeypatch, capsys):
+    import argparse
+    import json
+
+    import fastvlm.speech as speech
+
+    unit = Unit(2.0, 3.0, "a question")
+    monkeypatch.setattr(run, "units", lambda names, folder: [(name, unit, None) for name in names])
+    monkeypatch.setattr(run, "espeak_units", lambda wpm: [("espeak", unit, None)])
+    monkeypatch.setattr(run, "hear", lambda new_taker, items, chunk_s, realtime: [
+        _row(recording=name, mids=0, text=u.text, heard="a question" if name == "call" else "")
+        for name, u, _ in items])
+    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: object()))
+    monkeypatch.setattr(speech, "silero_vad", lambda: object())
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    args = parser.parse_args(["--no-fetch", "--recordings", "call", "espeak", "--rules", "transcript", "silence",
+                              "--report-json", str(tmp_path / "turns.json")])
+    assert run.run(args) == 0
+    report = json.loads((tmp_path / "turns.json").read_text())
+    assert list(report["rules"]) == ["transcript", "silence"]
+    for got in report["rules"].values():
+        assert {k: (s["of"], s["call_wer"]) for k, s in got["summary"].items()} == {"people": (1, 0.0),
+                                                                                   "espeak": (1, None)}
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 units of call, espeak, real time" in lines[0] and len(lines) == 5
+    assert [line.split()[:2] for line in lines[1:]] == [["transcript", "people"], ["transcript", "espeak"],
+                                                        ["silence", "people"], ["silence", "espeak"]]
+    assert "call WER 0.00" in lines[1] and "WER" not in lines[2]
+
+
+def _wav(rate: int, samples: list[int]) -> bytes:
+    import wave
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(rate)
+        w.writeframes(np.array(samples, np.int16).tobytes())
+    return out.getvalue()
+
+
+def test_a_recording_is_read_as_16_khz_mono_samples_in_minus_one_to_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(recordings, "SOURCES", {"ok": _source(tmp_path, "wheel", _wav(RATE, [16384, -32768, 0]))})
+    assert recordings.recording("ok", tmp_path).tolist() == [0.5, -1.0, 0.0]
+    monkeypatch.setattr(recordings, "SOURCES", {"phone": _source(tmp_path, "wheel", _wav(8000, [0, 0]))})
+    with pytest.raises(recordings.PeopleMissing, match="expected 16 kHz mono 16-bit"):
+        recordings.recording("phone", tmp_path)
+
+
+def test_bench_voice_asks_the_units_that_are_questions_of_three_words_or_more(monkeypatch):
+    said = ["Hello?", "How did he not know that?", "We are angry.", "Did I?", "Why not me?"]
+    items = [("news", Unit(1.0, 2.0, text), recordings.spoken(np.zeros(3 * RATE, np.float32), Unit(1.0, 2.0, text)))
+             for text in said]
+    monkeypatch.setattr(recordings, "units", lambda folder: items)
+    asked = recordings.questions()
+    assert [q[2] for q in asked] == ["How did he not know that?", "Why not me?"]
+    audio, end_s, _, start_s = asked[0]
+    assert audio is items[1][2].audio and (start_s, end_s) == (items[1][2].start_s, items[1][2].end_s)

@@ -74,8 +74,9 @@ def run_all(engine, size: int, settings: j.JourneySettings, threads: int, voice:
             spoken = j.voice(engine, frames, size, settings, threads, Path(audio_dir))
         for key, rule in (("voice", "semantic"), ("voice_silence", "silence")):
             rows = spoken["rows"][rule]
-            out[key] = {**timing([r["total_s"] for r in rows]), "wer": statistics.fmean(r["wer"] for r in rows),
-                        "end_of_turn": rule, "runs": rows}
+            heard = [r["total_s"] for r in rows if not r["cut"]]  # a question cut off has no time to its answer
+            out[key] = {**timing(heard or [float("nan")]), "cut": len(rows) - len(heard),
+                        "wer": statistics.fmean(r["wer"] for r in rows), "end_of_turn": rule, "runs": rows}
         out["voice"]["over_silence"] = out["voice"]["median_s"] / out["voice_silence"]["median_s"]
         pauses = spoken["pauses"]
         out["turn_pauses"] = {"cut": pauses["semantic"]["cut"], "never_ended": pauses["semantic"]["never_ended"],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from fastvlm.bench.journey_report import BROWSER_TARGETS, TARGETS, print_journeys, verdicts
 
 
@@ -142,3 +144,25 @@ def test_the_plot_draws_each_timed_journey_to_scale_with_its_target_in_red(tmp_p
         assert img.getpixel((x(p90), y)) == blue or img.getpixel((x(p90) - 1, y)) == blue
         assert img.getpixel((x(p90) + 3, y)) != blue
         assert img.getpixel((x(target), y - 10)) == red
+
+
+def test_a_voice_question_cut_off_is_counted_and_left_out_of_the_journeys_times(monkeypatch):
+    """As bench-voice: a turn ended at a pause before the question's end has no time to its answer (people's
+    "And I say, [0.51 s] what in the world…" once entered bench-voice's median as -2.65 s)."""
+    from fastvlm.bench import journey_report as jr
+    from fastvlm.bench import journeys as j
+
+    monkeypatch.setattr(j, "Frames", lambda seed: None)
+    monkeypatch.setattr(j, "cold", lambda *a: {"ttft_s": 0.3, "encode_s": 0.1, "prefill_s": 0.1})
+    monkeypatch.setattr(j, "prepare_then_ask", lambda *a: {"ttft_s": 0.1})
+    monkeypatch.setattr(j, "live", lambda *a: {"answered_runs": [], "offered": 0, "skipped": 0})
+    monkeypatch.setattr(j, "stop", lambda engine, frames, size, at, stages, tokens: {"to_idle_s": 0.01, "aimed_at": at})
+    pauses = {"cut": 0, "never_ended": 0, "of": 20}
+    said = {"semantic": [(0.6, False), (-2.65, True), (0.7, False)], "silence": [(1.0, False)] * 3}
+    rows = {rule: [{"total_s": t, "cut": cut, "wer": 0.5 if cut else 0.0} for t, cut in runs]
+            for rule, runs in said.items()}
+    monkeypatch.setattr(j, "voice", lambda *a: {"pauses": {"semantic": pauses, "silence": pauses}, "rows": rows})
+    out = jr.run_all(None, 512, j.JourneySettings(repeats=1), 2)
+    assert (out["voice"]["median_s"], out["voice"]["n"], out["voice"]["cut"]) == (pytest.approx(0.65), 2, 1)
+    assert out["voice"]["wer"] == pytest.approx(0.5 / 3) and out["voice_silence"]["cut"] == 0  # misheard, all counted
+    assert out["voice"]["over_silence"] == pytest.approx(0.65)

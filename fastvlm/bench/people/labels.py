@@ -25,8 +25,6 @@ class Unit:
     finished: bool = True  # `end_s` is a sentence's end (False: the unit stops mid-sentence)
 
 
-CALL_STM = "f861f3004927e1c4429199f9695bfd252def75d7d5e4bdf735d3d85fd4a667f7"  # SHA-256 of sample.stm
-
 UNITS: dict[str, tuple[Unit, ...]] = {
     "lecture": (
         Unit(0.03, 2.02, "and says, how do I get to Dublin?"),

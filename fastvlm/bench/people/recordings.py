@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .labels import CALL_STM, UNITS, Unit
+from .labels import UNITS, Unit
 from ..turns import RATE, Spoken
 
 DEFAULT_DIR = Path.home() / ".cache" / "fastvlm" / "people"
@@ -58,6 +58,8 @@ SOURCES = {
     "call": Source(*_PYANNOTE, "pyannote/audio/sample/sample.wav",
                    "c319b4abca767b124e41432d364fd7df006cb26bb79d09326c487d606a134e6e"),
 }
+CALL_TRANSCRIPT = Source(*_PYANNOTE, "pyannote/audio/sample/sample.stm",
+                         "f861f3004927e1c4429199f9695bfd252def75d7d5e4bdf735d3d85fd4a667f7")
 
 
 class PeopleMissing(RuntimeError):
@@ -121,8 +123,7 @@ def units(names: tuple[str, ...] = tuple(UNITS), folder: Path = DEFAULT_DIR) -> 
 
 def call_reference(folder: Path = DEFAULT_DIR) -> str:
     """The call's transcript as pyannote's sample.stm gives it (what the labels' call units quote)."""
-    source = Source(*_PYANNOTE, "pyannote/audio/sample/sample.stm", CALL_STM)
-    lines = read_member(source, folder).decode("utf-8").splitlines()
+    lines = read_member(CALL_TRANSCRIPT, folder).decode("utf-8").splitlines()
     return " ".join(line.split(maxsplit=5)[5] for line in lines if line.strip())
 
 

@@ -18,6 +18,7 @@ from fastvlm.bench.people.labels import UNITS, Unit
 from fastvlm.bench.turns import RATE
 from tests.unit.ui.test_ui_voice import LoudnessVad
 from tests.installed import ROOT
+from tests.unit.bench.test_turns import EndsAt
 
 MAX_AUDIO_S = 30.0  # SpeechConfig.max_audio_s: a longer unit would be ended by the length limit, not a rule
 
@@ -110,21 +111,6 @@ def test_the_summary_counts_cuts_among_paused_units_and_times_only_the_ends_of_f
     assert run.summary([_row()])["call_wer"] is None
 
 
-class EndsAt:
-    """A turn taker whose turn ends (its pause beginning at `end_s`) after the first chunk."""
-
-    def __init__(self, end_s: float | None):
-        self.end_s = end_s
-
-    def feed(self, rate: int, chunk: np.ndarray) -> list:
-        from fastvlm.speech.turn import TurnEnded
-
-        return [] if self.end_s is None else [TurnEnded(np.zeros(1, np.float32), 0.0, self.end_s)]
-
-    def settle(self, wait_s: float) -> list:
-        return []
-
-
 @pytest.mark.parametrize("end_at, cut", [(1.0, True), (2.69, True), (2.71, False), (3.1, False), (None, False)])
 def test_a_turn_that_ends_well_before_the_last_sound_is_cut_at_a_labelled_pause_or_not(end_at, cut):
     """The unit's speech is 2.0-3.0 s into the recording, 0.5 s into its audio: it ends at 1.5 s of that audio;
@@ -132,7 +118,7 @@ def test_a_turn_that_ends_well_before_the_last_sound_is_cut_at_a_labelled_pause_
     unit = Unit(2.0, 3.0, "a question", ((2.4, 2.6),))
     spoken = recordings.spoken(np.zeros(5 * RATE, np.float32), unit, lead_s=0.5, margin_s=0.0)
     at = None if end_at is None else end_at - 1.5  # recording time -> the unit's audio time
-    [row] = run.hear(lambda: EndsAt(at), [("news", unit, spoken)], 0.04, realtime=False)
+    [row] = run.hear(lambda: EndsAt(at), [("news", unit, spoken)], 0.04, realtime=False)  # ends at the 1st chunk
     assert row["cut"] == cut and row["ended_by"] == (None if end_at is None else "silence")
     assert row["ended_at_s"] == (None if end_at is None else pytest.approx(end_at))
 

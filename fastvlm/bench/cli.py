@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--echo", type=int, default=0, metavar="N",
                    help="with --journeys --browser: N answers played with the page's speaker looped into its "
                         "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")
+    p.add_argument("--questions", choices=("espeak", "people"), default="espeak",
+                   help="with --journeys --browser: who asks the voice and barge-in walks' questions into the fake "
+                        "microphone (people: bench-turns' recordings, downloaded by pip if missing)")
     p.add_argument("--compare-vision", type=Path, nargs="+", metavar="ONNX",
                    help="time these vision graphs against the first, in turns, on ONNX Runtime and OpenVINO at "
                         "--resolution (default 512 and 1024); needs no language model")
@@ -70,6 +73,10 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         return 2
     if args.echo and not args.browser:
         log.error("--echo is a walk through the page: add --journeys --browser")
+        return 2
+    if args.questions != "espeak" and not args.browser:
+        log.error("--questions chooses who speaks into the page's microphone: add --journeys --browser "
+                  "(engine-only: bench-voice --questions people)")
         return 2
     if args.compare_vision:
         return run_compare_vision(args)

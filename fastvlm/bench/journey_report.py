@@ -118,6 +118,8 @@ def print_journeys(report: dict) -> None:
             extra = f" · WER {r['wer']:.2f} (no target) · end of turn: {r.get('end_of_turn', 'as the app')}"
             if "over_silence" in r:
                 extra += f" · {r['over_silence']:.2f}× the fixed-silence rule"
+            if r.get("cut"):
+                extra += f" · {r['cut']} cut off before the end of speech (not timed)"
             if r.get("page_share_median_s") is not None:
                 extra += f" · the page's share {r['page_share_median_s']:.2f} s"
         verdict = {True: " · meets", False: " · MISSES"}.get(met.get(key), "")

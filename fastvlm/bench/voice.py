@@ -41,6 +41,7 @@ from ..engine.cancel import CancelToken
 from ..engine.config import GenerationOptions
 from ..engine.events import Done, FirstToken, Request, TextDelta
 from .first_piece import REFERENCE_ANSWER, first_piece, first_piece_tokens  # noqa: F401 (named here too)
+from .people import recordings
 from .runs import fresh, sample_images
 from .stats import machine_info, positive_int, summarize, write_report
 from .turns import CUT_S
@@ -92,7 +93,11 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads, end_silence_ms=args.end_silence_ms,
                           speech_pad_ms=args.speech_pad_ms, end_of_turn=args.end_of_turn, turn_judge=args.turn_judge,
                           words_ahead_s=args.words_ahead_s)
-    transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm, args.questions)
+    try:
+        transcriber, speaker, vad, questions = _speech(config, args.tts, args.question_wpm, args.questions)
+    except recordings.PeopleMissing as e:  # offline, and the recordings never downloaded
+        log.error("%s", e)
+        return 2
     take_turns = turn_takers(vad, transcriber, config, args.early_stt_ms)
     engine = engine_factory(args)
     images = sample_images()
@@ -130,12 +135,11 @@ def _speech(config, tts: str, wpm: int, source: str = "espeak"):
     from ..speech import EspeakSpeaker, FallbackSpeaker, WhisperTranscriber, silero_vad, to_mono_16k
     from ..speech.espeak import find_backend
 
+    if source == "people":
+        recordings.fetch()  # before any model loads: offline and never downloaded is one line (PeopleMissing)
     transcriber = WhisperTranscriber.load(config)
     speaker = FallbackSpeaker.load(config) if tts == "fallback" else EspeakSpeaker.load(config)
     if source == "people":
-        from .people import recordings
-
-        recordings.fetch()
         return transcriber, speaker, silero_vad(), recordings.questions()
     backend = find_backend()
     lead, tail = np.zeros(8_000, np.float32), np.zeros(40_000, np.float32)  # 0.5 s before, 2.5 s after

@@ -43,44 +43,77 @@ def write_uploads(folder: Path, count: int, seed: int) -> list[Path]:
 
 @dataclass(frozen=True)
 class SpokenQuestions:
-    """A WAV the fake microphone loops: each question spoken in a slot of `slot_s` seconds (speech from
-    `lead_s`, then silence), so a question that starts t after the microphone opened is slot (t - lead) / slot."""
+    """A WAV the fake microphone loops: each question spoken in a slot of `slot_s` seconds (its first sound at
+    `lead_s`, then speech and silence), so a question that starts t after the microphone opened is slot
+    (t - lead) / slot."""
 
     path: Path
     questions: tuple[str, ...]
     slot_s: float
     lead_s: float
-    spoken_s: tuple[float, ...]  # how long each question's speech lasts
+    spoken_s: tuple[float, ...]  # each question's first sound -> its end of speech
+
+    def slot_at(self, speech_start_s: float) -> int:
+        """The slot (counted on through the loops) in which speech heard `speech_start_s` after the microphone
+        opened began (the file plays from its start when the page opens the microphone; the report's
+        `mic_lead_s` shows how closely)."""
+        return round((speech_start_s - self.lead_s) / self.slot_s)
 
     def question_at(self, speech_start_s: float) -> str:
-        """The question whose speech starts `speech_start_s` after the microphone opened (the file plays from
-        its start when the page opens the microphone; the report's `mic_lead_s` shows how closely)."""
-        slot = round((speech_start_s - self.lead_s) / self.slot_s)
-        return self.questions[slot % len(self.questions)]
+        """The question whose speech starts `speech_start_s` after the microphone opened."""
+        return self.questions[self.slot_at(speech_start_s) % len(self.questions)]
+
+    def end_after(self, speech_start_s: float) -> float:
+        """How long after its first sound the question heard starting at `speech_start_s` ends."""
+        return self.spoken_s[self.slot_at(speech_start_s) % len(self.questions)]
 
 
 def write_questions(path: Path, questions: tuple[str, ...], slot_s: float, lead_s: float = 0.5,
                     wpm: int = 140, voice: str = "en-us") -> SpokenQuestions:
     """Speak `questions` with eSpeak NG (as `bench-voice` does) into one WAV of equal slots. Raises
     `fastvlm.speech.espeak.EspeakError` (with its install hint) when eSpeak NG is missing."""
-    from ...speech.audio import write_wav
     from ...speech.espeak import find_backend
 
     backend = find_backend()
-    rate, slots, spoken = backend.sample_rate, [], []
+    sounds = []
     for text in questions:
         speech = backend.synthesize(text, voice, wpm)  # (n,) int16
         loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 600)  # (k,) where the voice is
-        speech = speech[loud[0]: loud[-1] + 1]
-        slot = np.zeros(int(rate * slot_s), np.int16)
+        sounds.append((text, speech[loud[0]: loud[-1] + 1], (loud[-1] + 1 - loud[0]) / backend.sample_rate))
+    return _write_slots(path, backend.sample_rate, sounds, slot_s, lead_s)
+
+
+def write_people_questions(path: Path, slot_s: float, lead_s: float = 0.5) -> SpokenQuestions:
+    """The 9 questions people ask in bench-turns' recordings (`bench-voice --questions people`), one per slot:
+    each from its first sound the page's microphone analyser hears (peak over 0.02), which starts at `lead_s`;
+    `spoken_s` runs to the label's end of speech (a breath or the room may sound after it). Raises
+    `fastvlm.bench.people.recordings.PeopleMissing` when the recordings are not downloaded."""
+    from ..people.recordings import RATE, questions
+
+    sounds = []
+    for audio, end_s, text, _ in questions():
+        first = int(np.flatnonzero(np.abs(audio) > 0.02)[0])  # the lead before it is silence: digital zeros
+        last = int(np.flatnonzero(audio)[-1]) + 1  # the tail after it is silence too
+        sounds.append((text, audio[first:last], end_s - first / RATE))
+    return _write_slots(path, RATE, sounds, slot_s, lead_s)
+
+
+def _write_slots(path: Path, rate: int, sounds: list[tuple[str, np.ndarray, float]], slot_s: float,
+                 lead_s: float) -> SpokenQuestions:
+    """(text, (n,) samples from the first sound, first sound -> end of speech s) -> one WAV of equal slots."""
+    from ...speech.audio import write_wav
+
+    slots = []
+    for text, speech, _ in sounds:
+        slot = np.zeros(int(rate * slot_s), speech.dtype)
         if speech.size > slot.size - int(rate * (lead_s + 1.0)):
             raise ValueError(f"the question {text!r} does not fit a {slot_s} s slot: lengthen the slot")
         start = int(rate * lead_s)
         slot[start: start + speech.size] = speech
         slots.append(slot)
-        spoken.append(speech.size / rate)
     write_wav(path, rate, np.concatenate(slots))
-    return SpokenQuestions(path, tuple(questions), slot_s, lead_s, tuple(spoken))
+    return SpokenQuestions(path, tuple(t for t, _, _ in sounds), slot_s, lead_s,
+                           tuple(float(s) for _, _, s in sounds))  # numbers JSON can write
 
 
 class ReferenceSpeaker:

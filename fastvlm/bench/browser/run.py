@@ -17,6 +17,7 @@ from ..journeys import JourneySettings
 from ..stats import machine_info, write_report
 from ..first_piece import first_piece, first_piece_tokens
 from ..voice import QUESTIONS
+from ..people import recordings
 from . import echo, media, serve, walks
 from . import page as pg
 
@@ -33,9 +34,12 @@ NOTES = {
     "live": "median_s: the feed item shown (first token) behind the engine taking the frame up; lag_s: the answer "
             "complete in the feed behind the engine taking the frame up (server clock, same machine). The frame's "
             "own age when taken up (sent every frame_every_s by the page) is not observed and not included",
-    "voice": "end of speech as the page's microphone stream carries it (analyser, 10 ms polls, 600 ms silence) -> "
-             "the first sentence starting to sound in the page (the voice line's Web Audio start); eSpeak NG voice "
-             "(offline), as the engine-only journey; the transcript is the one the page shows. Spoken answers end "
+    "voice": "end of speech: the question's first sound on the page's microphone stream (analyser, 10 ms polls; "
+             "since 2026-12-06, the first in its slot) + its known length to the end of speech (before: the "
+             "analyser's 600 ms of silence, which splits a question people pause in) -> the first sentence starting "
+             "to sound in the page (the voice line's Web Audio start); cut: answered before the question's speech "
+             "ended, not timed. Questions by eSpeak NG (offline), as the engine-only journey, or with --questions "
+             "people bench-turns' 9 people's questions; the transcript is the one the page shows. Spoken answers end "
              "where bench-voice cuts the first spoken piece (first_piece_tokens: 5, 'You are holding'): random "
              "weights never end a phrase or a sentence, so uncapped the first sound would wait for the whole answer. "
              "As in the engine-only journey, that piece is spoken as the reference's words, not the random tokens "
@@ -94,14 +98,17 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         serve.sync_playwright()
         if getattr(args, "echo", 0):
             echo.check()
-    except (serve.BrowserUnavailable, echo.RoomUnavailable) as e:
+        if args.questions == "people":
+            recordings.fetch()  # before the models load: offline and missing is one line, not a traceback
+    except (serve.BrowserUnavailable, echo.RoomUnavailable, recordings.PeopleMissing) as e:
         log.error("%s", e)
         return 2
     settings = browser_settings(JourneySettings.from_args(args))
     engine = serve.RecordingEngine(engine_factory(args))
     size = args.resolution or engine.resolution
     report = {"driver": "browser", "machine": machine_info(args.threads), "model": engine.describe(),
-              "resolution": size, "settings": asdict(settings), "notes": NOTES, "load_before": os.getloadavg()[0]}
+              "resolution": size, "settings": asdict(settings), "questions": args.questions,
+              "notes": NOTES, "load_before": os.getloadavg()[0]}
     try:
         with tempfile.TemporaryDirectory(prefix="fastvlm-browser-journeys-") as tmp:
             report["journeys"] = _walk_all(engine, settings, Path(tmp), size, args)
@@ -135,7 +142,8 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=150)  # 15 s before the webcam loop repeats
     spoken = speech = None
     if not args.no_voice:
-        spoken = media.write_questions(tmp / "questions.wav", QUESTIONS, slot_s=8.0 if args.quick else SLOT_S)
+        quick = args.quick and args.questions == "espeak"  # people's longest question takes 6.6 s of a slot
+        spoken = _questions(args.questions, tmp / "questions.wav", slot_s=8.0 if quick else SLOT_S)
         speech = speech_models(args.threads, tmp / "spoken", settings.voice_words_ahead_s)
     out: dict = {}
     with serve.serve(engine, app_settings(settings), speech) as url, \
@@ -158,10 +166,11 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
         out["stop"] = {**stop_summary(stops), **stages}
         if spoken is not None:
             with _person(browser, url) as page:
-                voice = walks.voice(page, spoken, settings.voice_runs, (2 * settings.voice_runs + 2) * spoken.slot_s)
+                turns = len(spoken.questions) if args.questions == "people" and not args.quick else settings.voice_runs
+                voice = walks.voice(page, spoken, turns, (2 * turns + 2) * spoken.slot_s)
             out["voice"] = _voice(voice)
             slot = 0.3 + max(spoken.spoken_s) + out["voice"]["median_s"] + BARGE_AFTER_S
-            out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1))
+            out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1), args.questions)
         if getattr(args, "echo", 0):
             out["echo"], out["echo_control"] = _echo(browser, url, tmp, args.echo)
     return out
@@ -182,10 +191,17 @@ def _echo(browser, url: str, tmp: Path, n: int) -> tuple[dict, dict]:
     return on, off
 
 
-def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int, slot_s: float) -> dict:
+def _questions(who: str, path: Path, slot_s: float, lead_s: float = 0.5) -> media.SpokenQuestions:
+    """The fake microphone's questions: the bench's, spoken by eSpeak NG, or people's (`who="people"`)."""
+    if who == "people":
+        return media.write_people_questions(path, slot_s, lead_s)
+    return media.write_questions(path, QUESTIONS, slot_s, lead_s)
+
+
+def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int, slot_s: float, who: str = "espeak") -> dict:
     """Questions asked over the answers (a second Chromium: its microphone file has `slot_s` slots, just longer
     than a question and the voice walk's end of speech -> first sound)."""
-    spoken = media.write_questions(tmp / "barge.wav", QUESTIONS, slot_s=slot_s, lead_s=0.3)
+    spoken = _questions(who, tmp / "barge.wav", slot_s, lead_s=0.3)
     other = serve.another_chromium(browser, clip, spoken.path)
     try:
         with _person(other, url) as page:
@@ -238,11 +254,12 @@ def _stages(engine) -> dict:
 
 
 def _voice(voice: dict) -> dict:
-    rows = voice["runs"]
-    return {**timing([r["total_s"] for r in rows] or [float("nan")]),
+    """The voice walk's summary: a question cut off (answered before its speech ended) is counted, not timed."""
+    rows = [r for r in voice["runs"] if not r["cut"]]
+    return {**timing([r["total_s"] for r in rows] or [float("nan")]), "cut": len(voice["runs"]) - len(rows),
             "wer": statistics.fmean(r["wer"] for r in rows) if rows else float("nan"),
             "page_first_sound_median_s": _median([r["page_first_sound_s"] for r in rows
                                                   if r["page_first_sound_s"] is not None]),
             "page_share_median_s": _median([r["total_s"] - r["page_first_sound_s"] for r in rows
                                             if r["page_first_sound_s"] is not None]),
-            "questions_heard": voice["heard"], "mic_lead_s": voice["mic_lead_s"], "runs": rows}
+            "questions_heard": voice["heard"], "mic_lead_s": voice["mic_lead_s"], "runs": voice["runs"]}

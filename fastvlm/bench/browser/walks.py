@@ -176,29 +176,45 @@ def voice(page, spoken, turns: int, timeout_s: float) -> dict:
         time.sleep(0.5)
     page.locator("#voice-stop").click()
     rec = pg.recorded(page)
-    return {"runs": _voice_rows(rec, spoken)[:turns], "heard": len(rec["speech_ends"]),
+    return {"runs": _voice_rows(rec, spoken)[:turns], "heard": len(_first_per_slot(rec, spoken)),
             "mic_lead_s": (rec["speech_starts"][0] - rec["mic_opened"]) if rec["speech_starts"] else None}
 
 
 def _voice_rows(rec: dict, spoken) -> list[dict]:
-    """One row per question whose answer sounded before the next question began."""
+    """One row per question whose answer sounded before the next question began. A question's speech starts at its
+    slot's first start the microphone stream carried (people pause mid-sentence: a pause of 600 ms reads as a new
+    start) and ends `spoken.end_after` that; an answer that began to sound before that end was to a question cut
+    off (`cut`: the turn was taken as over at a pause), and has no time."""
     from ...speech import word_error_rate
 
-    starts, rows = rec["speech_starts"], []
-    for k, (start, end) in enumerate(zip(starts, rec["speech_ends"])):
+    opened, starts, rows = rec["mic_opened"], _first_per_slot(rec, spoken), []
+    for k, start in enumerate(starts):
+        end = start + spoken.end_after(start - opened)
         until = starts[k + 1] if k + 1 < len(starts) else float("inf")
-        play = next((t for t in rec["plays"] if end < t < until), None)
+        play = next((t for t in rec["plays"] if start < t < until), None)
         if play is None:
             continue
-        texts = [(t, key, text) for t, key, text in rec["log"] if end < t < until and text.strip()]
+        shown_from = start if play < end else end  # a cut question's transcript shows before its speech ends
+        texts = [(t, key, text) for t, key, text in rec["log"] if shown_from < t < until and text.strip()]
         transcript = next((text for _, key, text in texts if key == "transcript"), "")
         shown = [m for m in (READOUT.search(text) for _, key, text in texts if key == "readout") if m]
         page = dict(zip(("page_stt_s", "page_ttft_s", "page_first_sound_s"),
                         map(pg.seconds, shown[-1].groups()) if shown else (None,) * 3))
-        question = spoken.question_at(start - rec["mic_opened"])
-        rows.append({"total_s": play - end, "question": question, "transcript": transcript,
+        question = spoken.question_at(start - opened)
+        rows.append({"total_s": play - end, "cut": bool(play < end), "question": question, "transcript": transcript,
                      "wer": word_error_rate(question, transcript), **page})
     return rows
+
+
+def _first_per_slot(rec: dict, spoken) -> list[float]:
+    """The first speech start heard in each slot of the looping microphone file."""
+    out, seen = [], set()
+    for start in rec["speech_starts"]:
+        slot = spoken.slot_at(start - rec["mic_opened"])
+        if slot not in seen:
+            seen.add(slot)
+            out.append(start)
+    return out
 
 
 def barge_in(page, turns: int, timeout_s: float) -> dict:

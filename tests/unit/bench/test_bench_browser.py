@@ -119,6 +119,24 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     assert summary["page_share_median_s"] == pytest.approx(0.2)  # 1.1 s on the page, 0.9 s of it the server's own
 
 
+def test_a_question_paused_in_is_one_question_and_one_answered_before_its_end_is_cut():
+    """People pause mid-question: a second start in the same slot (600 ms of quiet) is the same question, whose
+    speech ends its known length after the slot's first start. An answer sounding before that end was to a question
+    cut off: counted as cut, with the transcript it was taken as, and left out of the times."""
+    spoken = media.SpokenQuestions(Path("q.wav"), ("And I say, what now?", "Who is it?"), 10.0, 0.5, (3.0, 1.0))
+    rec = {"mic_opened": 0.0, "speech_starts": [0.5, 1.8, 10.5], "speech_ends": [1.1, 3.5, 11.5],
+           "plays": [4.1, 11.2, 12.3],
+           "log": [(3.7, "transcript", "And I say, what now?"), (11.0, "transcript", "Who?"),
+                   (11.9, "transcript", "is it?")]}
+    rows = walks._voice_rows(rec, spoken)
+    assert [(r["question"], r["cut"], r["transcript"]) for r in rows] == [
+        ("And I say, what now?", False, "And I say, what now?"), ("Who is it?", True, "Who?")]
+    assert rows[0]["total_s"] == pytest.approx(0.6) and rows[1]["total_s"] == pytest.approx(-0.3)
+    summary = _voice({"runs": rows, "heard": 2, "mic_lead_s": 0.5})
+    assert summary["cut"] == 1 and summary["n"] == 1 and summary["median_s"] == pytest.approx(0.6)
+    assert summary["wer"] == 0.0 and len(summary["runs"]) == 2  # the WER of the questions not cut off
+
+
 def test_barge_rows_say_how_long_after_the_answer_sounded_each_question_began():
     rec = {"speech_starts": [0.5, 5.0, 9.3], "plays": [3.0, 8.9]}
     hushes = [{"at": 5_200.0, "stopped": 1}, {"at": 9_720.0, "stopped": 1}, {"at": 12_000.0, "stopped": 0}]
@@ -136,6 +154,28 @@ def test_a_barge_in_row_stops_at_the_hold_and_a_hold_that_played_on_is_no_stop()
     hushes = [{"at": 5_300.0, "stopped": 1}]
     rows = walks.barge_rows(rec, hushes, holds)
     assert [(r["stop_s"], r["by"]) for r in rows] == [(pytest.approx(0.16), "hold")]
+
+
+def test_peoples_questions_missing_offline_are_one_line_before_the_models_load(monkeypatch, caplog):
+    import argparse
+
+    from fastvlm.bench import cli as bench_cli
+    from fastvlm.bench.browser import run, serve
+    from fastvlm.bench.people import recordings
+
+    def offline():
+        raise recordings.PeopleMissing("pip could not download pyannote.audio==4.0.7 (is PyPI reachable?): ...")
+
+    monkeypatch.setattr(serve, "sync_playwright", lambda: None)  # a browser is there
+    monkeypatch.setattr(recordings, "fetch", offline)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--resolution", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1)
+    bench_cli.add_arguments(parser)
+    args = parser.parse_args(["--journeys", "--browser", "--questions", "people"])
+    assert run.run(args, lambda a: pytest.fail("engine built")) == 2
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "pip could not download pyannote.audio" in errors[0].getMessage()
 
 
 def test_without_chromium_the_bench_fails_with_one_line_naming_the_fix(tmp_path):

@@ -101,3 +101,45 @@ def test_an_empty_or_long_enough_sound_is_left_alone(tmp_path):
     write_wav(tmp_path / "long.wav", 1000, np.ones(1500, np.int16))
     media.repeat_wav(tmp_path / "long.wav", 1.0)
     assert read_wav(tmp_path / "long.wav")[1].size == 1500
+
+
+def test_peoples_questions_start_at_the_lead_from_their_first_sound(monkeypatch, tmp_path):
+    """A recording's question carries a soft onset and a breath after its labelled end: the slot starts at its first
+    sound the page's analyser hears (over 0.02), and its end of speech is the label's, counted from that sound."""
+    from fastvlm.bench.people import recordings
+
+    rate = recordings.RATE
+    audio = np.zeros(rate * 4, np.float32)  # 0.5 s lead, then 0.01 of hush, speech 0.6-2.0 s, a breath to 2.3 s
+    audio[rate // 2: rate * 6 // 10] = 0.01
+    audio[rate * 6 // 10: rate * 2] = 0.3
+    audio[rate * 2: rate * 23 // 10] = 0.05
+    monkeypatch.setattr(recordings, "questions", lambda: [(audio, 2.0, "Who is it?", 0.58)])
+    spoken = media.write_people_questions(tmp_path / "p.wav", slot_s=4.0, lead_s=0.5)
+    got_rate, pcm = read_wav(spoken.path)
+    assert got_rate == rate and pcm.size == 4 * rate
+    loud = np.flatnonzero(np.abs(pcm) > 0.02 * 32767)
+    assert (loud[0], loud[-1] + 1) == (rate // 2, rate // 2 + rate * 17 // 10)  # 0.5 s: from 0.6 s to the breath's end
+    assert spoken.questions == ("Who is it?",) and spoken.spoken_s == (pytest.approx(1.4),)
+    assert spoken.end_after(0.51) == pytest.approx(1.4) and spoken.slot_at(4.52) == 1
+
+
+def test_a_persons_question_too_long_for_its_slot_is_refused(monkeypatch, tmp_path):
+    from fastvlm.bench.people import recordings
+
+    audio = np.full(recordings.RATE * 3, 0.3, np.float32)
+    monkeypatch.setattr(recordings, "questions", lambda: [(audio, 3.0, "Long?", 0.0)])
+    with pytest.raises(ValueError, match="'Long\\?' does not fit a 4.0 s slot"):
+        media.write_people_questions(tmp_path / "p.wav", slot_s=4.0, lead_s=0.5)
+
+
+def test_voice_rows_are_json_whatever_numbers_the_questions_lengths_are(voice, tmp_path):
+    """eSpeak's lengths are numpy numbers: the report's rows (a numpy bool `cut` broke it) and slots stay JSON."""
+    import json
+
+    from fastvlm.bench.browser import walks
+
+    spoken = media.SpokenQuestions(Path("q.wav"), ("Hi?",), 10.0, 0.5, (np.float64(1.5),))
+    rec = {"mic_opened": 0.0, "speech_starts": [0.5], "speech_ends": [2.0], "plays": [2.6], "log": []}
+    assert json.loads(json.dumps(walks._voice_rows(rec, spoken)))[0]["cut"] is False
+    written = media.write_questions(tmp_path / "q.wav", ("Hi?",), slot_s=3.0, lead_s=0.5)
+    assert json.loads(json.dumps(written.spoken_s)) == [pytest.approx(written.spoken_s[0])]

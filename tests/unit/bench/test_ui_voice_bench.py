@@ -235,3 +235,21 @@ def test_an_answer_begun_at_a_pause_the_person_spoke_on_from_is_withdrawn_and_th
                           128, args)
     assert row["preemptive_cancelled"] == 1 and row["preemptive"] is False and row["transcript"] == whole
     assert asked == ["What am I holding", whole] and speaker.texts == ["You are holding"]  # the reference's words
+
+
+def test_peoples_questions_missing_offline_are_one_line_before_any_model_loads(monkeypatch, caplog):
+    from fastvlm.bench.people import recordings
+    from fastvlm.speech import WhisperTranscriber
+
+    def offline():
+        raise recordings.PeopleMissing("pip could not download silero-vad==6.2.3 (is PyPI reachable?): ...")
+
+    monkeypatch.setattr(recordings, "fetch", offline)
+    monkeypatch.setattr(WhisperTranscriber, "load", classmethod(lambda cls, config: pytest.fail("Whisper loaded")))
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    voice.add_arguments(parser)
+    args = parser.parse_args(["--resolutions", "128", "--questions", "people"])
+    assert voice.run(args, lambda a: pytest.fail("engine built")) == 2
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "pip could not download silero-vad" in errors[0].getMessage()

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 _INSTALL = "pip install faster-whisper"
 _MODEL_FILES = "config.json, model.bin, tokenizer.json, vocabulary.*"
 _LEAD_IN = np.zeros(int(0.3 * RATE), np.float32)  # Whisper often misses a first word that starts at sample 0
+# faster than anyone speaks for a whole question (fast conversation is ~3.5 words/s, pauses and padding included):
+# a transcript at this rate that is one phrase repeated is Whisper looping, not the person repeating themselves
+MAX_WORDS_PER_S = 5.0
 # What Whisper writes for a hesitation, a hum or a laugh ("Uh.", "Mm-hmm", "Uh-uh..."): sounds, not words
 FILLERS = frozenset("ah ahh eh er erm ha haha hm hmm huh mhm mm mmm oh uh uhh uhm um umm".split())
 
@@ -145,7 +148,11 @@ class WhisperTranscriber:
         if window and padded.size <= window * RATE:
             text, language = _joined(self._model.transcribe_window(
                 padded, window, language=self.config.language, beam_size=self.config.beam_size, vad_filter=True))
-            if _loops(text):  # short windows make Whisper repeat itself now and then: the 30 s one does not
+            if (once := _said_once(text, duration)) is not None:  # short windows make Whisper repeat itself
+                log.info("Whisper repeated itself on a %.0f s window (%r): too many words for %.1f s of audio, "
+                         "taken once", window, text, duration)
+                text = once
+            elif _loops(text):  # the 30 s window does not loop
                 log.info("Whisper repeated itself on a %.0f s window (%r): transcribing again on 30 s", window, text)
                 text = None
         if text is None:
@@ -176,6 +183,20 @@ def _loops(text: str) -> bool:
     words = _WORD.findall(text.lower())
     return any(words[i : i + n] == words[i + n : i + 2 * n]
                for n in range(2, len(words) // 2 + 1) for i in range(len(words) - 2 * n + 1))  # fmt: skip
+
+
+def _said_once(text: str, duration_s: float) -> str | None:
+    """`text` that is one phrase two or more times over, with more words than `duration_s` of audio can hold
+    (over `MAX_WORDS_PER_S`): Whisper looped, and the phrase once is what was said. None otherwise (a person may
+    say a thing twice: only the 30 s window can tell)."""
+    tokens = text.split()
+    said = [" ".join(_WORD.findall(t.lower())) for t in tokens]
+    if len(said) / max(duration_s, 1e-3) <= MAX_WORDS_PER_S:
+        return None
+    for n in range(2, len(said) // 2 + 1):  # one word twice is speech ("very very"), as in `_loops`
+        if len(said) % n == 0 and said == said[:n] * (len(said) // n):
+            return " ".join(tokens[:n])
+    return None
 
 
 def _silero_has_speech(audio: np.ndarray) -> bool:

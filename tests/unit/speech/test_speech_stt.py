@@ -72,6 +72,25 @@ def test_a_short_window_that_repeats_itself_is_transcribed_again_in_30_s():
     assert t.text == "Where is the red cup?" and len(model.window_calls) == 1 and len(model.calls) == 1
 
 
+@pytest.mark.parametrize("once, times, seconds", [
+    ("How can you be running with a cloud over your head?", 2, 3.7), ("Where is that?", 3, 1.5)])
+def test_a_short_window_that_says_the_question_over_faster_than_anyone_speaks_is_taken_once(once, times, seconds):
+    """Through the page, 3.7 s of "How can you be running with a cloud over your head?" came back twice from the
+    10 s window: 22 words in 3.7 s (6 a second) cannot all have been said. The 30 s pass cost 0.5 s more."""
+    model = FakeWhisper("never asked", window_texts=(" " + once,) * times)
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(seconds))
+    assert t.text == once and model.calls == []
+
+
+@pytest.mark.parametrize("heard, seconds", [
+    ("Look at the cup. Look at the cup.", 2.0),  # twice at 4 words a second: a person may, the 30 s pass says
+    ("Where is where is it?", 0.8)])  # too fast, but not one phrase over: the 30 s pass
+def test_a_repeat_a_person_could_have_said_or_not_one_phrase_over_is_heard_again_in_30_s(heard, seconds):
+    model = FakeWhisper("the 30 s pass", window_texts=(heard,))
+    t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(seconds))
+    assert t.text == "the 30 s pass" and len(model.calls) == 1
+
+
 def test_nothing_heard_in_the_short_window_is_no_speech_without_a_second_try():
     model = FakeWhisper("Thank you.", window_texts=())
     t = WhisperTranscriber(model, SpeechConfig(), has_speech=loud).transcribe(speech(2))

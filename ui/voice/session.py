@@ -138,7 +138,7 @@ class VoiceSession:
         """Stop listening and speaking; the conversation ends (the next question starts a new one)."""
         self.listening = False
         self.interrupt(drop_held=True)
-        self.playing_until = 0.0
+        self.playing_until, self.question_frame = 0.0, None
         self.answer = None
 
     def conversation(self, keep: int) -> tuple[Turn, ...]:
@@ -208,7 +208,9 @@ class VoiceSession:
         the person was still speaking at `max_audio_s`."""
         self.interrupt()
         frame = self.question_frame if self.question_frame is not None else self.frame
-        self.utterance, self.question_frame = Utterance(audio, frame, ended_at, early, cut=cut), None
+        self.utterance = Utterance(audio, frame, ended_at, early, cut=cut)
+        # a question answered at the verdict may go on (`resume`): all of it is about the frame it began with
+        self.question_frame = frame if held_end_s is not None else None
         self.held_end_s = held_end_s
         self.questions += 1
 
@@ -216,7 +218,7 @@ class VoiceSession:
         """The question held at `end_s` has ended: its answer may sound. False if no such question is held."""
         if self.held_end_s is None or self.held_end_s != end_s:
             return False
-        self.held_end_s = None
+        self.held_end_s, self.question_frame = None, None
         return True
 
     def resume(self, end_s: float) -> None:

@@ -305,6 +305,25 @@ def test_a_pause_mid_question_is_answered_once_with_the_whole_question(tmp_path)
     assert session.held_end_s is None and session.utterance.audio.size > 1.5 * RATE  # the whole question
 
 
+def test_a_question_paused_in_stays_about_the_frame_it_began_with(tmp_path):
+    """The camera moves on while a person pauses mid-question: the whole question is asked about the frame of its
+    start, as the answer withdrawn at the pause was (so the engine reuses that frame's encode and prefill)."""
+    models = make_models(tmp_path)
+    session = VoiceSession(frame=FRAME)
+    open_line(VoiceLinks(SETTINGS), models, session)
+    link, sent = on_line(session)
+    for part in (voice(1.0), np.zeros(RATE // 2)):  # asked at the pause
+        for frame in np.array_split(part, part.size // 640):
+            link.hear(pcm(frame))
+    assert session.held_end_s is not None and session.utterance.frame is FRAME
+    session.frame = np.zeros_like(FRAME)  # the camera moves on
+    for part in (voice(0.6), np.zeros(RATE)):  # the question goes on, then ends
+        for frame in np.array_split(part, part.size // 640):
+            link.hear(pcm(frame))
+    assert session.questions == 2 and session.held_end_s is None
+    assert session.utterance.frame is FRAME and session.question_frame is None
+
+
 def test_speech_over_a_playing_answer_holds_its_sound_before_it_counts_as_a_question(tmp_path):
     models = make_models(tmp_path)
     session = asked(models)

@@ -48,7 +48,8 @@ NOTES = {
              "end of speech -> first sentence sent): the speech's end reaching the server and being heard there, "
              "and the sound reaching the page and starting",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
-                "first sound + 0.7 s): its speech start as the page's microphone stream carries it -> the page "
+                "first sound + 0.7 s): its speech start as the page's microphone stream carries it (the first in its slot: "
+                "a person's pause mid-question starts no new one) -> the page "
                 "stopping the answer's sound (by: the voice line's hold, since 2026-12-03, or hush); after_sound_s: "
                 "the question's speech start after the answer began to sound (the page's Web Audio start). "
                 "in_echo_window: stops whose question began within the app's voice_echo_settle_s of that, which must "
@@ -205,7 +206,7 @@ def _barge_in(browser, url: str, clip: Path, tmp: Path, turns: int, slot_s: floa
     other = serve.another_chromium(browser, clip, spoken.path)
     try:
         with _person(other, url) as page:
-            walk = walks.barge_in(page, turns, (turns + 4) * slot_s)
+            walk = walks.barge_in(page, turns, (turns + 4) * slot_s, spoken)
     finally:
         other.close()
     from ui import AppSettings

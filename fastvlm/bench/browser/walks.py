@@ -217,7 +217,7 @@ def _first_per_slot(rec: dict, spoken) -> list[float]:
     return out
 
 
-def barge_in(page, turns: int, timeout_s: float) -> dict:
+def barge_in(page, turns: int, timeout_s: float, spoken=None) -> dict:
     """Hands-free while the fake microphone asks a question every few seconds (media.SpokenQuestions with slots
     shorter than an answer's speech), so each question after the first is spoken over the answer to the one before.
     Per answer cut off: the new question's speech start (the page's microphone stream) -> the voice line holding
@@ -226,34 +226,38 @@ def barge_in(page, turns: int, timeout_s: float) -> dict:
     pg.watch(page, "transcript", "#voice-transcript textarea")
     page.locator("#voice-start").click()
     end = time.time() + timeout_s
-    while time.time() < end and len(_barge_rows(page)) < turns:
+    while time.time() < end and len(_barge_rows(page, spoken)) < turns:
         time.sleep(0.5)
-    rows = _barge_rows(page)
+    rows = _barge_rows(page, spoken)
     page.locator("#voice-stop").click()
     shown = [text for _, key, text in pg.recorded(page)["log"] if key == "transcript" and text.strip()]
     return {"runs": rows[:turns], "transcripts": shown}
 
 
-def _barge_rows(page) -> list[dict]:
+def _barge_rows(page, spoken=None) -> list[dict]:
     line = page.evaluate("() => [window.__fvLink.hushes, window.__fvLink.holds]")
-    return barge_rows(pg.recorded(page), *line)
+    return barge_rows(pg.recorded(page), *line, spoken=spoken)
 
 
-def barge_rows(rec: dict, hushes: list[dict], holds: list[dict] = ()) -> list[dict]:
+def barge_rows(rec: dict, hushes: list[dict], holds: list[dict] = (), spoken=None) -> list[dict]:
     """One row per question that stopped a sound: its speech start (the page's microphone stream) -> the first
     moment the sound stood still after it, a hold (`voice_barge_in_ms` of speech; not one that played on) or a
     hush (the question), and how long after the answer's last piece began to sound the question began
     (`after_sound_s`; the bench's answers are one piece each, so the answer's first sound): within the app's
     `voice_echo_settle_s` (0.6 s) speech must last `voice_echo_speech_ms` (0.4 s) to stop an answer, by design
-    (the echo guard), so such a row takes at least that long."""
+    (the echo guard), so such a row takes at least that long. With `spoken` (media.SpokenQuestions), a question
+    starts at its slot's first start (a person's pause mid-question is no new one) and each row names it."""
     stills = sorted([(h["at"] / 1000, h["stopped"], "hush") for h in hushes if h["stopped"]]
                     + [(h["at"] / 1000, h["sounding"], "hold") for h in holds if h["sounding"] and not h["resumed"]])
     rows, taken = [], set()
+    starts = rec["speech_starts"] if spoken is None else _first_per_slot(rec, spoken)  # a pause is no new question
     for at, stopped, how in stills:
-        start = max((s for s in rec["speech_starts"] if s < at), default=None)
+        start = max((s for s in starts if s < at), default=None)
         if start is not None and start not in taken:
             taken.add(start)
             sound = max((t for t in rec["plays"] if t < start), default=None)
             rows.append({"stop_s": at - start, "sounds_stopped": stopped, "by": how,
                          "after_sound_s": None if sound is None else start - sound})
+            if spoken is not None:
+                rows[-1]["question"] = spoken.question_at(start - rec["mic_opened"])
     return rows

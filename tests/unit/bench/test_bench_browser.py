@@ -145,6 +145,13 @@ def test_barge_rows_say_how_long_after_the_answer_sounded_each_question_began():
         (pytest.approx(0.2), pytest.approx(2.0)), (pytest.approx(0.42), pytest.approx(0.4))]  # the second: echo guard
     assert walks.barge_rows({"speech_starts": [1.0], "plays": []}, [{"at": 1_300.0, "stopped": 1}])[0][
         "after_sound_s"] is None
+    spoken = media.SpokenQuestions(Path("q.wav"), ("a", "b"), slot_s=4.5, lead_s=0.5, spoken_s=(1, 1))
+    rows = walks.barge_rows({**rec, "mic_opened": 0.0}, hushes, spoken=spoken)
+    assert [r["question"] for r in rows] == ["b", "a"]  # 5.0 s: the second slot's; 9.3 s: the loop's first again
+    paused = {"mic_opened": 0.0, "speech_starts": [5.0, 6.2], "plays": [3.0]}  # "b" paused at 5.6-6.2 s
+    stills = [{"at": 5_200.0, "stopped": 1}, {"at": 6_500.0, "stopped": 1}]  # then its own answer was held
+    assert [(r["question"], r["stop_s"]) for r in walks.barge_rows(paused, stills, spoken=spoken)] == [
+        ("b", pytest.approx(0.2))]  # one question, stopped once
 
 
 def test_a_barge_in_row_stops_at_the_hold_and_a_hold_that_played_on_is_no_stop():

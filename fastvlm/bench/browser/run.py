@@ -48,8 +48,8 @@ NOTES = {
              "end of speech -> first sentence sent): the speech's end reaching the server and being heard there, "
              "and the sound reaching the page and starting",
     "barge_in": "a question spoken over the answer to the one before (slots: the longest question + the voice walk's "
-                "first sound + 0.7 s): its speech start as the page's microphone stream carries it (the first in its slot: "
-                "a person's pause mid-question starts no new one) -> the page "
+                "first sound + 0.7 s): its speech start as the page's microphone stream carries it (the first in its "
+                "slot: a person's pause mid-question starts no new one) -> the page "
                 "stopping the answer's sound (by: the voice line's hold, since 2026-12-03, or hush); after_sound_s: "
                 "the question's speech start after the answer began to sound (the page's Web Audio start). "
                 "in_echo_window: stops whose question began within the app's voice_echo_settle_s of that, which must "

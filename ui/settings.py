@@ -60,6 +60,9 @@ class AppSettings:
     voice_barge_in: bool = True  # speech over the spoken answer stops it (speech and decoding) and is the next question
     voice_barge_in_ms: int = 150  # speech this long over the answer holds its sound (asking still needs min_speech_ms)
     voice_resume_s: float = 0.2  # held speech that ends short of a question (a cough): sounds on after this quiet
+    # speech with words that begins this soon after a question's end goes on with it (a person paused longer than
+    # the end of turn waits): the two are one question, asked again whole. 0: off
+    voice_continue_s: float = 1.5
     # the browser's echo canceller lets a burst of an answer's first sound through (up to 0.25 s of speech to the
     # detector, docs/voice.md): speech that begins within voice_echo_settle_s of the answer starting to sound
     # stops it only once it has lasted voice_echo_speech_ms (and is then the next question). 0 s: off
@@ -79,6 +82,8 @@ class AppSettings:
             raise ValueError("voice_barge_in_ms must be at least 32 (one VAD window)")
         if not 0 <= self.voice_resume_s <= 5:
             raise ValueError("voice_resume_s must be between 0 and 5 seconds")
+        if not 0 <= self.voice_continue_s <= 5:
+            raise ValueError("voice_continue_s must be between 0 (off) and 5 seconds")
         if not 0 <= self.voice_echo_settle_s <= 5:
             raise ValueError("voice_echo_settle_s must be between 0 (off) and 5 seconds")
         if self.voice_echo_speech_ms < 0:

@@ -90,7 +90,8 @@ def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float
             session.barge_ins, session.playing_until = session.barge_ins + 1, 0.0
         session.interrupt()  # the person talks over the answer: it stops at its next token, says no more
     elif isinstance(event, TurnLikelyEnded):  # answered now, heard once the end is confirmed
-        session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s)
+        session.ask(event.audio, ended_at(event.end_s), event.transcript, event.end_s,
+                    span=(event.start_s, event.end_s))
     elif isinstance(event, TurnResumed):
         session.resume(event.end_s)
     elif isinstance(event, UtteranceEnded):
@@ -98,7 +99,8 @@ def _on_event(session: VoiceSession, event: TurnEvent, playing: bool, now: float
         if over_waiting and getattr(event, "by", None) == "no_words":  # a cough while a question waited for
             session.play_on(now)  # its answer: nothing was asked, that answer comes (a sound held meanwhile too)
         elif not session.confirm(event.end_s):
-            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None), cut=event.truncated)
+            session.ask(event.audio, ended_at(event.end_s), getattr(event, "transcript", None), cut=event.truncated,
+                        span=(event.start_s, event.end_s))
         elif session.push is not None:
             session.push()  # what is ready of the answer begun at the verdict sounds now
 

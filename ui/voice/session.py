@@ -89,6 +89,19 @@ class Utterance:
     early: Future | None = None  # its transcript, begun at the pause that ended it (see `listen`)
     asked_at: float = field(default_factory=time.monotonic)  # monotonic time it became the question
     cut: bool = False  # still spoken at `max_audio_s`: only that much of it is the question
+    span: tuple[float, float] | None = None  # hands-free: its speech's start and end, seconds of the detector's stream
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question as it was put to the model (hands-free), for a question spoken on right after it."""
+
+    question: str
+    history: tuple[Turn, ...]
+    frame: np.ndarray | None
+    start_s: float  # its own speech, seconds of the detector's stream
+    end_s: float
+    before: Asked | None = None  # the question it went on from
 
 
 @dataclass
@@ -122,6 +135,7 @@ class VoiceSession:
     held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
     push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (turn.py)
     transcribing: int | None = None  # the turn whose question `answer_turn` took and has not begun to answer
+    asked: Asked | None = None  # the latest question put to the model, hands-free
     over_waiting: bool = False  # the speech going on began while a question waited for its answer (`awaiting`)
 
     @property
@@ -132,14 +146,14 @@ class VoiceSession:
 
     def listen(self, taker: TurnTaker) -> None:
         self.listening, self.taker = True, taker
-        self.heard_s, self.chunks = 0.0, 0
+        self.heard_s, self.chunks, self.asked = 0.0, 0, None  # a new detector: its stream's clock starts again
 
     def stop(self) -> None:
         """Stop listening and speaking; the conversation ends (the next question starts a new one)."""
         self.listening = False
         self.interrupt(drop_held=True)
         self.playing_until, self.question_frame = 0.0, None
-        self.answer = None
+        self.answer, self.asked = None, None
 
     def conversation(self, keep: int) -> tuple[Turn, ...]:
         """The last `keep` turns the next question follows: the latest answer's own (the turns it followed), then
@@ -202,17 +216,28 @@ class VoiceSession:
         return True
 
     def ask(self, audio: np.ndarray, ended_at: float, early: Future | None = None,
-            held_end_s: float | None = None, cut: bool = False) -> None:
+            held_end_s: float | None = None, cut: bool = False, span: tuple[float, float] | None = None) -> None:
         """`audio` is the next question, about the frame taken when it began (or the latest one). `held_end_s`:
         it is answered before its end is confirmed; nothing is said until `confirm`, `resume` drops it. `cut`:
         the person was still speaking at `max_audio_s`."""
         self.interrupt()
         frame = self.question_frame if self.question_frame is not None else self.frame
-        self.utterance = Utterance(audio, frame, ended_at, early, cut=cut)
+        self.utterance = Utterance(audio, frame, ended_at, early, cut=cut, span=span)
         # a question answered at the verdict may go on (`resume`): all of it is about the frame it began with
         self.question_frame = frame if held_end_s is not None else None
         self.held_end_s = held_end_s
         self.questions += 1
+
+    def goes_on_from(self, u: Utterance, within_s: float) -> Asked | None:
+        """The question `u` continues: the last one asked, if `u` began within `within_s` of its end (the person
+        paused longer than the end of turn waits, and spoke on). An earlier take of `u` itself (answered at a
+        verdict, then spoken on) is not one: the question before that is."""
+        last = self.asked
+        while last is not None and u.span is not None and last.start_s >= u.span[0]:
+            last = last.before
+        if last is None or u.span is None or u.span[0] - last.end_s > within_s:
+            return None
+        return last
 
     def confirm(self, end_s: float) -> bool:
         """The question held at `end_s` has ended: its answer may sound. False if no such question is held."""

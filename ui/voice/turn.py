@@ -26,7 +26,7 @@ from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import Partial, follow
 from .models import SpeechModels
-from .session import TurnTimes, Utterance, VoiceSession
+from .session import Asked, TurnTimes, Utterance, VoiceSession
 from .speech_queue import SpeechQueue
 from .spoken import SpokenAnswer
 
@@ -128,19 +128,36 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     if session.held is not None:  # a question over the answer: what the page holds of it is dropped
         session.drop_sound()
     session.times = TurnTimes(stt_s=heard.elapsed_s, asked_s=u.asked_at - u.ended_at)
+    asked = _asked(session, u, heard.text.strip(), settings)
+    heard = replace(heard, text=asked.question)
     yield Heard(heard, CUT.format(u.audio.size / RATE) if u.cut else None)
-    if u.frame is None:
+    if asked.frame is None:
         yield NotHeard(NO_FRAME)
         return
     if session.turn != turn:  # a newer question arrived while this one was transcribed
         return
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
-    request = Request(u.frame, heard.text.strip(), session.conversation(settings.voice_history_turns),
-                      resolution=settings.camera_resolution,
+    request = Request(asked.frame, asked.question, asked.history, resolution=settings.camera_resolution,
                       options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     session.times.begun_s = clock() - u.ended_at
     yield from _speak(engine, session, settings, clock, SpokenAnswer(request, chunker, SpeechQueue(models.speaker)))
+
+
+def _asked(session: VoiceSession, u: Utterance, text: str, settings: AppSettings) -> Asked:
+    """What is put to the model for `u`: its words, or, spoken on within `voice_continue_s` of the question before
+    (a pause longer than the end of turn waits), that question and these words as one, about its frame and after
+    its conversation. Kept as `session.asked` for a question that goes on from this one."""
+    history = session.conversation(settings.voice_history_turns)
+    last = session.goes_on_from(u, settings.voice_continue_s) if settings.voice_continue_s > 0 else None
+    if last is not None:
+        log.info("voice turn %d: goes on from %r", session.turn, last.question)
+        asked = Asked(f"{last.question} {text}", last.history, last.frame, *u.span, before=last)
+    else:
+        asked = Asked(text, history, u.frame, *(u.span or (0.0, 0.0)))
+    if u.span is not None:
+        session.asked = asked
+    return asked
 
 
 def _go_on(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings,

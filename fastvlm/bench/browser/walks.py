@@ -184,7 +184,8 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
     """One row per question whose answer sounded before the next question began. A question's speech starts at its
     slot's first start the microphone stream carried (people pause mid-sentence: a pause of 600 ms reads as a new
     start) and ends `spoken.end_after` that; an answer that began to sound before that end was to a question cut
-    off (`cut`: the turn was taken as over at a pause), and has no time."""
+    off (`cut`: the turn was taken as over at a pause), and has no time. `last_transcript`: the last the page showed
+    before the next question (the app asks a cut question's rest with its first part, `voice_continue_s`)."""
     from ...speech import word_error_rate
 
     opened, starts, rows = rec["mic_opened"], _first_per_slot(rec, spoken), []
@@ -196,13 +197,15 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
             continue
         shown_from = start if play < end else end  # a cut question's transcript shows before its speech ends
         texts = [(t, key, text) for t, key, text in rec["log"] if shown_from < t < until and text.strip()]
-        transcript = next((text for _, key, text in texts if key == "transcript"), "")
+        shown_transcripts = [text for _, key, text in texts if key == "transcript"]
+        transcript = shown_transcripts[0] if shown_transcripts else ""
         shown = [m for m in (READOUT.search(text) for _, key, text in texts if key == "readout") if m]
         page = dict(zip(("page_stt_s", "page_ttft_s", "page_first_sound_s"),
                         map(pg.seconds, shown[-1].groups()) if shown else (None,) * 3))
         question = spoken.question_at(start - opened)
         rows.append({"total_s": play - end, "cut": bool(play < end), "question": question, "transcript": transcript,
-                     "wer": word_error_rate(question, transcript), **page})
+                     "wer": word_error_rate(question, transcript), **page,
+                     "last_transcript": shown_transcripts[-1] if shown_transcripts else ""})  # a cut one's rest
     return rows
 
 

@@ -73,7 +73,8 @@ def test_a_short_window_that_repeats_itself_is_transcribed_again_in_30_s():
 
 
 @pytest.mark.parametrize("once, times, seconds", [
-    ("How can you be running with a cloud over your head?", 2, 3.7), ("Where is that?", 3, 1.5)])
+    ("How can you be running with a cloud over your head?", 2, 3.7), ("Where is that?", 3, 1.5),
+    ("What's that?", 2, 0.6)])  # fmt: skip
 def test_a_short_window_that_says_the_question_over_faster_than_anyone_speaks_is_taken_once(once, times, seconds):
     """Through the page, 3.7 s of "How can you be running with a cloud over your head?" came back twice from the
     10 s window: 22 words in 3.7 s (6 a second) cannot all have been said. The 30 s pass cost 0.5 s more."""
@@ -84,6 +85,7 @@ def test_a_short_window_that_says_the_question_over_faster_than_anyone_speaks_is
 
 @pytest.mark.parametrize("heard, seconds", [
     ("Look at the cup. Look at the cup.", 2.0),  # twice at 4 words a second: a person may, the 30 s pass says
+    ("Put the cup down. Put the cup down.", 1.6),  # 5 words a second: the most anyone is taken to say
     ("Where is where is it?", 0.8)])  # too fast, but not one phrase over: the 30 s pass
 def test_a_repeat_a_person_could_have_said_or_not_one_phrase_over_is_heard_again_in_30_s(heard, seconds):
     model = FakeWhisper("the 30 s pass", window_texts=(heard,))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CONTINUE_MAX_S = 5.0  # the longest `voice_continue_s`: a question begun later after another never goes on with it
+
 
 @dataclass(frozen=True)
 class AppSettings:
@@ -82,8 +84,8 @@ class AppSettings:
             raise ValueError("voice_barge_in_ms must be at least 32 (one VAD window)")
         if not 0 <= self.voice_resume_s <= 5:
             raise ValueError("voice_resume_s must be between 0 and 5 seconds")
-        if not 0 <= self.voice_continue_s <= 5:
-            raise ValueError("voice_continue_s must be between 0 (off) and 5 seconds")
+        if not 0 <= self.voice_continue_s <= CONTINUE_MAX_S:
+            raise ValueError(f"voice_continue_s must be between 0 (off) and {CONTINUE_MAX_S:.0f} seconds")
         if not 0 <= self.voice_echo_settle_s <= 5:
             raise ValueError("voice_echo_settle_s must be between 0 (off) and 5 seconds")
         if self.voice_echo_speech_ms < 0:

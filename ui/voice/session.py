@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from fastvlm.engine.prompt import Turn
+
+from ..settings import CONTINUE_MAX_S
 from fastvlm.speech import (
     Speech,
     TurnTaker,
@@ -90,6 +92,7 @@ class Utterance:
     asked_at: float = field(default_factory=time.monotonic)  # monotonic time it became the question
     cut: bool = False  # still spoken at `max_audio_s`: only that much of it is the question
     span: tuple[float, float] | None = None  # hands-free: its speech's start and end, seconds of the detector's stream
+    replaced: Utterance | None = None  # the question asked just before it and not yet taken up (`turn.joined`)
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,10 @@ class VoiceSession:
         the person was still speaking at `max_audio_s`."""
         self.interrupt()
         frame = self.question_frame if self.question_frame is not None else self.frame
-        self.utterance = Utterance(audio, frame, ended_at, early, cut=cut, span=span)
+        pending = self.utterance  # asked and not taken up yet (the engine busy with others): it may go on in this one
+        if pending is None or pending.span is None or span is None or span[0] - pending.span[1] > CONTINUE_MAX_S:
+            pending = None
+        self.utterance = Utterance(audio, frame, ended_at, early, cut=cut, span=span, replaced=pending)
         # a question answered at the verdict may go on (`resume`): all of it is about the frame it began with
         self.question_frame = frame if held_end_s is not None else None
         self.held_end_s = held_end_s
@@ -248,8 +254,8 @@ class VoiceSession:
 
     def resume(self, end_s: float) -> None:
         """The person spoke on after the pause at `end_s`: the answer begun for it stops, unheard."""
-        if self.held_end_s == end_s:
-            self.utterance = None
+        if self.held_end_s == end_s:  # not taken up yet: what it replaced is the question waiting again
+            self.utterance = None if self.utterance is None else self.utterance.replaced
             self.interrupt()
 
     def sounding(self, turn: int, now: float) -> None:

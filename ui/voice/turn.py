@@ -26,7 +26,8 @@ from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import Partial, follow
 from .models import SpeechModels
-from .session import Asked, TurnTimes, Utterance, VoiceSession
+from .continuing import joined, put
+from .session import TurnTimes, Utterance, VoiceSession
 from .speech_queue import SpeechQueue
 from .spoken import SpokenAnswer
 
@@ -108,7 +109,7 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
     turn, session.warned_silent = session.turn, False
     session.transcribing = turn  # until its answer begins (`_speak`), speech over it stops nothing
     try:
-        yield from _answer(engine, models, session, settings, clock, u, turn)
+        yield from _answer(engine, models, session, settings, clock, joined(u, settings.voice_continue_s), turn)
     finally:
         if session.transcribing == turn:
             session.transcribing = None
@@ -128,7 +129,7 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     if session.held is not None:  # a question over the answer: what the page holds of it is dropped
         session.drop_sound()
     session.times = TurnTimes(stt_s=heard.elapsed_s, asked_s=u.asked_at - u.ended_at)
-    asked = _asked(session, u, heard.text.strip(), settings)
+    asked = put(session, u, heard.text.strip(), settings.voice_history_turns, settings.voice_continue_s)
     heard = replace(heard, text=asked.question)
     yield Heard(heard, CUT.format(u.audio.size / RATE) if u.cut else None)
     if asked.frame is None:
@@ -142,22 +143,6 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     session.times.begun_s = clock() - u.ended_at
     yield from _speak(engine, session, settings, clock, SpokenAnswer(request, chunker, SpeechQueue(models.speaker)))
-
-
-def _asked(session: VoiceSession, u: Utterance, text: str, settings: AppSettings) -> Asked:
-    """What is put to the model for `u`: its words, or, spoken on within `voice_continue_s` of the question before
-    (a pause longer than the end of turn waits), that question and these words as one, about its frame and after
-    its conversation. Kept as `session.asked` for a question that goes on from this one."""
-    history = session.conversation(settings.voice_history_turns)
-    last = session.goes_on_from(u, settings.voice_continue_s) if settings.voice_continue_s > 0 else None
-    if last is not None:
-        log.info("voice turn %d: goes on from %r", session.turn, last.question)
-        asked = Asked(f"{last.question} {text}", last.history, last.frame, *u.span, before=last)
-    else:
-        asked = Asked(text, history, u.frame, *(u.span or (0.0, 0.0)))
-    if u.span is not None:
-        session.asked = asked
-    return asked
 
 
 def _go_on(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings,

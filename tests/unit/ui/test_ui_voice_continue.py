@@ -111,3 +111,46 @@ def test_over_the_line_the_rest_of_a_question_after_its_end_is_asked_with_it(tmp
         if then_answer:
             list(answer(engine, models, session, SETTINGS))
     assert [r.question for r in requests] == ["And I see.", "And I see. what is it?"]
+
+
+class Whole:
+    """Hears 2 s or more as the whole question, less as its rest alone."""
+
+    def transcribe(self, audio):
+        text = "And I say, what is it?" if audio.size >= 2 * RATE else "what is it?"
+        return Transcript(text, "en", audio.size / RATE, elapsed_s=0.01)
+
+
+def test_the_rest_asked_before_the_first_part_was_taken_up_is_heard_with_it(tmp_path):
+    """A busy server (another person's answer holds the engine group) has not taken up "And I say," when its rest
+    is asked: the rest no longer replaces it, the two are heard as one recording, about the first part's frame."""
+    engine, models = make_engine(b"A cup."), make_models(tmp_path, Whole())
+    requests, stream = [], engine.stream
+    engine.stream = lambda request, wait=None, cancel=None: requests.append(request) or stream(request, wait, cancel)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker(likely_events=True))
+    session.ask(voice(1.0), time.monotonic(), span=(4.0, 5.0))  # not taken up yet
+    session.frame = LATER
+    session.ask(voice(1.2), time.monotonic(), span=(5.9, 7.1))
+    list(answer(engine, models, session, SETTINGS))
+    assert [(r.question, r.image is FRAME) for r in requests] == [("And I say, what is it?", True)]
+    session.ask(voice(1.0), time.monotonic(), span=(9.0, 10.0))
+    session.ask(voice(1.2), time.monotonic(), span=(11.6, 12.8))  # 1.6 s after: a question of its own, as before
+    list(answer(engine, models, session, SETTINGS))
+    assert requests[-1].question == "what is it?" and requests[-1].image is LATER
+
+
+def test_a_rest_answered_at_its_verdict_and_spoken_on_leaves_the_first_part_waiting_again(tmp_path):
+    engine, models = make_engine(b"A cup."), make_models(tmp_path, Whole())
+    requests, stream = [], engine.stream
+    engine.stream = lambda request, wait=None, cancel=None: requests.append(request) or stream(request, wait, cancel)
+    session = VoiceSession(frame=FRAME)
+    session.listen(models.turn_taker(likely_events=True))
+    session.ask(voice(1.0), time.monotonic(), span=(4.0, 5.0))
+    first = session.utterance
+    session.ask(voice(0.5), time.monotonic(), span=(5.9, 6.4), held_end_s=6.4)  # the rest, at a verdict
+    session.resume(6.4)  # spoken on before it was taken up
+    assert session.utterance is first
+    session.ask(voice(1.2), time.monotonic(), span=(5.9, 7.1))
+    list(answer(engine, models, session, SETTINGS))
+    assert [(r.question, r.image is FRAME) for r in requests] == [("And I say, what is it?", True)]

@@ -120,6 +120,9 @@ def print_journeys(report: dict) -> None:
                 extra += f" · {r['over_silence']:.2f}× the fixed-silence rule"
             if r.get("cut"):
                 extra += f" · {r['cut']} cut off before the end of speech (not timed)"
+                if r.get("cut_answered_again"):
+                    extra += (f", {r['cut_answered_again']} of them answered again {r['cut_again_median_s']:.2f} s "
+                              "after the end (median)")
             if r.get("page_share_median_s") is not None:
                 extra += f" · the page's share {r['page_share_median_s']:.2f} s"
         verdict = {True: " · meets", False: " · MISSES"}.get(met.get(key), "")

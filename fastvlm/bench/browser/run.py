@@ -257,7 +257,9 @@ def _stages(engine) -> dict:
 def _voice(voice: dict) -> dict:
     """The voice walk's summary: a question cut off (answered before its speech ended) is counted, not timed."""
     rows = [r for r in voice["runs"] if not r["cut"]]
+    again = [r["rest_s"] for r in voice["runs"] if r["cut"] and r["rest_s"] is not None]
     return {**timing([r["total_s"] for r in rows] or [float("nan")]), "cut": len(voice["runs"]) - len(rows),
+            "cut_answered_again": len(again), "cut_again_median_s": _median(again) if again else None,
             "wer": statistics.fmean(r["wer"] for r in rows) if rows else float("nan"),
             "page_first_sound_median_s": _median([r["page_first_sound_s"] for r in rows
                                                   if r["page_first_sound_s"] is not None]),

@@ -185,7 +185,8 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
     slot's first start the microphone stream carried (people pause mid-sentence: a pause of 600 ms reads as a new
     start) and ends `spoken.end_after` that; an answer that began to sound before that end was to a question cut
     off (`cut`: the turn was taken as over at a pause), and has no time. `last_transcript`: the last the page showed
-    before the next question (the app asks a cut question's rest with its first part, `voice_continue_s`)."""
+    before the next question (the app asks a cut question's rest with its first part, `voice_continue_s`), and
+    `rest_s` when a cut one sounded again after its end (that answer's first sound)."""
     from ...speech import word_error_rate
 
     opened, starts, rows = rec["mic_opened"], _first_per_slot(rec, spoken), []
@@ -203,9 +204,11 @@ def _voice_rows(rec: dict, spoken) -> list[dict]:
         page = dict(zip(("page_stt_s", "page_ttft_s", "page_first_sound_s"),
                         map(pg.seconds, shown[-1].groups()) if shown else (None,) * 3))
         question = spoken.question_at(start - opened)
+        after = next((t for t in rec["plays"] if end < t < until), None) if play < end else None
         rows.append({"total_s": play - end, "cut": bool(play < end), "question": question, "transcript": transcript,
                      "wer": word_error_rate(question, transcript), **page,
-                     "last_transcript": shown_transcripts[-1] if shown_transcripts else ""})  # a cut one's rest
+                     "last_transcript": shown_transcripts[-1] if shown_transcripts else "",  # a cut one's rest
+                     "rest_s": None if after is None else after - end})  # a cut one answered again after its end
     return rows
 
 

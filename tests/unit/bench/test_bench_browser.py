@@ -133,8 +133,10 @@ def test_a_question_paused_in_is_one_question_and_one_answered_before_its_end_is
         ("And I say, what now?", False, "And I say, what now?"), ("Who is it?", True, "Who?")]
     assert rows[0]["total_s"] == pytest.approx(0.6) and rows[1]["total_s"] == pytest.approx(-0.3)
     assert rows[1]["last_transcript"] == "is it?"  # what the page showed last for it
+    assert rows[0]["rest_s"] is None and rows[1]["rest_s"] == pytest.approx(0.8)  # it sounded again at 12.3 s
     summary = _voice({"runs": rows, "heard": 2, "mic_lead_s": 0.5})
     assert summary["cut"] == 1 and summary["n"] == 1 and summary["median_s"] == pytest.approx(0.6)
+    assert summary["cut_answered_again"] == 1 and summary["cut_again_median_s"] == pytest.approx(0.8)
     assert summary["wer"] == 0.0 and len(summary["runs"]) == 2  # the WER of the questions not cut off
 
 

@@ -51,6 +51,14 @@ def test_the_walk_through_the_page_is_judged_on_the_page_targets(capsys):
     assert lines["barge_in"].endswith("MISSES target p90 ≤ 0.3 s")
 
 
+def test_a_walk_through_the_page_says_how_many_questions_were_cut_and_answered_again(capsys):
+    journeys = {"voice": {**_timing(0.7, 1.1), "wer": 0.03, "cut": 1, "cut_answered_again": 1,
+                          "cut_again_median_s": 0.84}}
+    print_journeys({**report(journeys, 512), "targets": BROWSER_TARGETS, "targets_met": {}})
+    line = capsys.readouterr().out.splitlines()[1]
+    assert "1 cut off before the end of speech (not timed), 1 of them answered again 0.84 s after the end" in line
+
+
 def test_the_echo_walk_is_judged_on_answers_cut_off_by_their_own_voice(capsys):
     def walk(stopped: int, stops: int, on: bool) -> dict:
         return {"echo_cancellation": on, "answers": 20 if on else 2, "answered": 20 if on else 2,

@@ -32,13 +32,22 @@ def put(session: VoiceSession, u: Utterance, text: str, turns: int, within_s: fl
     """What is put to the model for `u`: its words after the conversation's last `turns` turns, or, spoken on within
     `within_s` of the question before (a pause longer than the end of turn waits), that question and these words as
     one, about its frame and after its conversation. Kept as `session.asked` for a question that goes on from it."""
-    history = session.conversation(turns)
-    last = session.goes_on_from(u, within_s) if within_s > 0 else None
+    last = _went_on_from(session.asked, u, within_s)
     if last is not None:
         log.info("voice turn %d: goes on from %r", session.turn, last.question)
         asked = Asked(f"{last.question} {text}", last.history, last.frame, *u.span, before=last)
     else:
-        asked = Asked(text, history, u.frame, *(u.span or (0.0, 0.0)))
+        asked = Asked(text, session.conversation(turns), u.frame, *(u.span or (0.0, 0.0)))
     if u.span is not None:
         session.asked = asked
     return asked
+
+
+def _went_on_from(last: Asked | None, u: Utterance, within_s: float) -> Asked | None:
+    """The question `u` continues: `last`, the latest one asked, if `u` began within `within_s` of its end. An
+    earlier take of `u` itself (answered at a verdict, then spoken on) is not one: the question before that is."""
+    while last is not None and u.span is not None and last.start_s >= u.span[0]:
+        last = last.before
+    if within_s <= 0 or last is None or u.span is None or u.span[0] - last.end_s > within_s:
+        return None
+    return last

@@ -234,17 +234,6 @@ class VoiceSession:
         self.held_end_s = held_end_s
         self.questions += 1
 
-    def goes_on_from(self, u: Utterance, within_s: float) -> Asked | None:
-        """The question `u` continues: the last one asked, if `u` began within `within_s` of its end (the person
-        paused longer than the end of turn waits, and spoke on). An earlier take of `u` itself (answered at a
-        verdict, then spoken on) is not one: the question before that is."""
-        last = self.asked
-        while last is not None and u.span is not None and last.start_s >= u.span[0]:
-            last = last.before
-        if last is None or u.span is None or u.span[0] - last.end_s > within_s:
-            return None
-        return last
-
     def confirm(self, end_s: float) -> bool:
         """The question held at `end_s` has ended: its answer may sound. False if no such question is held."""
         if self.held_end_s is None or self.held_end_s != end_s:

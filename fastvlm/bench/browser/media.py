@@ -79,7 +79,8 @@ def write_questions(path: Path, questions: tuple[str, ...], slot_s: float, lead_
     for text in questions:
         speech = backend.synthesize(text, voice, wpm)  # (n,) int16
         loud = np.flatnonzero(np.abs(speech.astype(np.int32)) > 600)  # (k,) where the voice is
-        sounds.append((text, speech[loud[0]: loud[-1] + 1], (loud[-1] + 1 - loud[0]) / backend.sample_rate))
+        speech = speech[loud[0]: loud[-1] + 1]
+        sounds.append((text, speech, speech.size / backend.sample_rate))
     return _write_slots(path, backend.sample_rate, sounds, slot_s, lead_s)
 
 

@@ -14,9 +14,7 @@ detector, so nothing leaks between sessions).
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -139,14 +137,6 @@ class TurnDetector:
 
     def unmute(self) -> None:
         self._muted_until = None
-
-    @contextlib.contextmanager
-    def muting(self) -> Iterator[None]:
-        self.mute()
-        try:
-            yield
-        finally:
-            self.unmute()
 
     # --- listening ---
     def feed(self, sample_rate: int, chunk: np.ndarray) -> list[TurnEvent]:

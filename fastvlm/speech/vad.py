@@ -23,6 +23,10 @@ from .audio import RATE, StreamResampler, sound_ended
 from .config import SpeechConfig
 
 WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
+# A window whose every sample is within 2 steps of 16-bit 0 is digital silence (a muted track, a noise gate, Chromium's
+# fake microphone): silence without asking the VAD, whose state passes over it. Over seconds of exact zeros Silero's
+# state drifted: the next sound was speech for a window, then a click; barge-in held 0.26-0.74 s late (docs/voice.md)
+DIGITAL_SILENCE = 2 / 32768
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ class TurnDetector:
         self._fed += audio.size
         if n == 0:
             return []
-        probs, s.vad_state = self.vad(samples[: n * WINDOW].reshape(n, WINDOW), s.vad_state)
+        probs = self._probabilities(samples[: n * WINDOW].reshape(n, WINDOW))
         events: list[TurnEvent] = []
         for i, p in enumerate(probs):
             at, idle = first + i * WINDOW, s.utterance is None
@@ -168,6 +172,13 @@ class TurnDetector:
                 events.append(event)
         self._trim()
         return events
+
+    def _probabilities(self, windows: np.ndarray) -> np.ndarray:
+        """(n, WINDOW) -> (n,) speech probabilities: 0 for digital silence, which the VAD's state skips."""
+        probs, heard = np.zeros(len(windows), np.float32), np.abs(windows).max(axis=1) > DIGITAL_SILENCE
+        if heard.any():
+            probs[heard], self._s.vad_state = self.vad(windows[heard], self._s.vad_state)
+        return probs
 
     def _step(self, p: float, at: int) -> TurnEvent | None:
         """Advance by one window that starts at sample `at` with speech probability `p`."""

@@ -50,6 +50,11 @@ def quiet(seconds):
     return np.zeros(int(RATE * seconds), np.float32)
 
 
+def room(seconds):
+    """A quiet room (-66 dBFS of noise): unlike digital silence (`quiet`), the detector shows it to the VAD."""
+    return (0.0005 * np.random.default_rng(0).standard_normal(int(RATE * seconds))).astype(np.float32)
+
+
 def hear(taker, audio, chunk_s=0.1, settle_s=5.0):
     """Feed in chunks; after each, wait for a verdict (verdicts come at once in stream time). (event, seconds fed)."""
     step, out = int(RATE * chunk_s), []
@@ -249,7 +254,7 @@ class LateVad:
 def test_sound_back_in_a_pause_holds_the_end_until_the_vad_hears_the_person_go_on():
     """A 0.56 s pause the late VAD counts as ~0.62 s, past the 550 ms confirm: the sound that ends it holds the end."""
     script = ("What am I holding", "What am I holding in my right hand?")
-    audio = np.concatenate([quiet(0.5), voice(1.0), quiet(0.56), voice(1.0), quiet(2.5)])
+    audio = np.concatenate([room(0.5), voice(1.0), room(0.56), voice(1.0), room(2.5)])
 
     def taker(**options):
         return TurnTaker(LateVad(), ScriptedTranscriber(*script), SpeechConfig(**options), TranscriptJudge(),
@@ -286,12 +291,12 @@ def late_ending(*script, late=3, **options):
 
 
 def test_the_confirming_silence_counts_from_where_the_voice_stopped_not_from_the_late_vad():
-    events = hear(late_ending("What color is the square?"), np.concatenate([voice(1.024), quiet(1.5)]), chunk_s=0.04)
+    events = hear(late_ending("What color is the square?"), np.concatenate([voice(1.024), room(1.5)]), chunk_s=0.04)
     [(likely, _)] = [(e, t) for e, t in events if isinstance(e, TurnLikelyEnded)]
     [(end, seen)] = ends(events)
     assert end.end_s == likely.end_s == pytest.approx(1.024 + 0.064)  # the VAD's pause names the turn
     assert CONFIRM_S <= seen - 1.024 <= CONFIRM_S + 0.04  # the silence heard, to within a chunk
-    very_late = hear(late_ending("What color is the square?", late=7), np.concatenate([voice(1.024), quiet(1.5)]),
+    very_late = hear(late_ending("What color is the square?", late=7), np.concatenate([voice(1.024), room(1.5)]),
                      chunk_s=0.04)  # the VAD's end 192 ms late: the silence is looked for only 96 ms before it
     [(_, seen)] = ends(very_late)
     assert CONFIRM_S + 0.096 <= seen - 1.024 <= CONFIRM_S + 0.096 + 0.04

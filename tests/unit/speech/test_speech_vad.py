@@ -3,7 +3,7 @@ import pytest
 
 from fastvlm.speech.config import SpeechConfig
 from fastvlm.speech.vad import WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
-from tests.unit.speech.test_speech_turn import LateEndVad
+from tests.unit.speech.test_speech_turn import LateEndVad, room
 
 RATE = 16_000
 
@@ -102,8 +102,21 @@ def test_events_do_not_depend_on_chunk_size(chunk_s):
 
 def test_each_window_is_judged_once():
     d = detector()
-    feed(d, np.concatenate([voice(2), silence(3)]), 0.05)
+    feed(d, np.concatenate([voice(2), room(3)]), 0.05)
     assert d.vad.windows == int(5 * RATE) // WINDOW  # no re-running over the buffer
+
+
+def test_digital_silence_is_silence_without_the_vad_and_its_state_passes_over_it():
+    d = detector()
+    events = feed(d, np.concatenate([silence(1), voice(1.5), silence(3)]), 0.05)
+    assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
+    assert events[1][0].end_s == pytest.approx(2.5, abs=WINDOW / RATE)
+    assert d.vad.windows == -(-int(2.5 * RATE) // WINDOW) - int(1.0 * RATE) // WINDOW  # only windows with sound
+    state = d._s.vad_state
+    feed(d, np.concatenate([silence(0.5), np.full(WINDOW, 2 / 32768, np.float32)]))  # within 2 steps of 16-bit 0
+    assert d._s.vad_state == state
+    feed(d, np.full(WINDOW, 3 / 32768, np.float32))  # a real room's quiet: shown
+    assert d._s.vad_state == state + 1
 
 
 def test_microphone_format_48k_stereo_int16():
@@ -261,7 +274,7 @@ def test_a_pause_gives_its_audio_and_can_be_made_the_end():
 
 def test_where_the_sound_stopped_before_a_pause_the_vad_heard_late():
     d = TurnDetector(LateEndVad(), SpeechConfig(), end_silence_ms=1000, pause_ms=200)
-    [pause] = [e for e, _ in feed(d, np.concatenate([silence(0.512), voice(1.024), silence(0.3)]))
+    [pause] = [e for e, _ in feed(d, np.concatenate([room(0.512), voice(1.024), room(0.3)]))
                if isinstance(e, Paused)]
     assert pause.end_s == pytest.approx(1.536 + 0.064)  # the VAD's end: late
     assert d.sound_end_s(pause.end_s, lead_s=0.096, rise_db=6.0) == pytest.approx(1.536)  # where the voice stopped

@@ -23,10 +23,10 @@ from .audio import RATE, StreamResampler, sound_ended
 from .config import SpeechConfig
 
 WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
-# A window whose every sample is within 2 steps of 16-bit 0 is digital silence (a muted track, a noise gate, Chromium's
-# fake microphone): silence without asking the VAD, whose state passes over it. Over seconds of exact zeros Silero's
-# state drifted: the next sound was speech for a window, then a click; barge-in held 0.26-0.74 s late (docs/voice.md)
-DIGITAL_SILENCE = 2 / 32768
+# Silero's state kept as it was trained (docs/voice.md): windows within 2 steps of 16-bit 0 (a muted track, a noise
+# gate, Chromium's fake microphone) are silence it skips; after REFRESH_WINDOWS heard windows under QUIET_P outside an
+# utterance it starts again. Left to drift, it dropped people's soft onsets as clicks (barge-in 0.26-0.74 s late).
+DIGITAL_SILENCE, REFRESH_WINDOWS, QUIET_P = 2 / 32768, 16, 0.15  # 16 windows: 0.5 s
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,7 @@ class _Stream:
     utterance: _Utterance | None = None
     overflow: bool = False  # an utterance was cut at `max_audio_s`: the speech going on is its tail, not a question
     quiet_from: int | None = None  # in the overflow: first window of the current run of silence
+    quiet_windows: int = 0  # heard windows in a row below QUIET_P
 
 
 class TurnDetector:
@@ -174,10 +175,15 @@ class TurnDetector:
         return events
 
     def _probabilities(self, windows: np.ndarray) -> np.ndarray:
-        """(n, WINDOW) -> (n,) speech probabilities: 0 for digital silence, which the VAD's state skips."""
-        probs, heard = np.zeros(len(windows), np.float32), np.abs(windows).max(axis=1) > DIGITAL_SILENCE
+        """(n, WINDOW) -> (n,) speech probabilities: 0 for digital silence; the VAD's state as said above."""
+        s, probs = self._s, np.zeros(len(windows), np.float32)
+        heard = np.abs(windows).max(axis=1) > DIGITAL_SILENCE
         if heard.any():
-            probs[heard], self._s.vad_state = self.vad(windows[heard], self._s.vad_state)
+            if s.utterance is None and s.quiet_windows >= REFRESH_WINDOWS:
+                s.vad_state, s.quiet_windows = self.vad.initial_state(), 0
+            probs[heard], s.vad_state = self.vad(windows[heard], s.vad_state)
+            n, loud = int(heard.sum()), np.flatnonzero(probs[heard] >= QUIET_P)
+            s.quiet_windows = s.quiet_windows + n if loud.size == 0 else n - 1 - int(loud[-1])
         return probs
 
     def _step(self, p: float, at: int) -> TurnEvent | None:

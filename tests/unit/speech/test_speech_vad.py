@@ -119,6 +119,17 @@ def test_digital_silence_is_silence_without_the_vad_and_its_state_passes_over_it
     assert d._s.vad_state == state + 1
 
 
+def test_the_vads_state_starts_again_after_half_a_second_of_quiet_outside_an_utterance():
+    d = detector()
+    feed(d, room(0.5), 0.04)  # 15 heard windows, all quiet to the VAD: not yet
+    assert d._s.vad_state == d.vad.windows == 15
+    feed(d, room(0.08), 0.04)  # the 16th, then the next chunk starts from the initial state
+    assert d._s.vad_state < d.vad.windows
+    d = detector()
+    feed(d, np.concatenate([voice(1), room(0.6)]), 0.04)  # a pause inside the question: the state goes on
+    assert d._s.utterance is not None and d._s.vad_state == d.vad.windows
+
+
 def test_microphone_format_48k_stereo_int16():
     mono = np.concatenate([silence(0.5), voice(1), silence(1)])
     at48 = np.repeat(mono, 3)

@@ -26,7 +26,7 @@ WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
 # Silero's state kept as it was trained (docs/voice.md): windows within 2 steps of 16-bit 0 (a muted track, a noise
 # gate, Chromium's fake microphone) are silence it skips; after REFRESH_WINDOWS heard windows under QUIET_P outside an
 # utterance it starts again. Left to drift, it dropped people's soft onsets as clicks (barge-in 0.26-0.74 s late).
-DIGITAL_SILENCE, REFRESH_WINDOWS, QUIET_P = 2 / 32768, 16, 0.15  # 16 windows: 0.5 s
+DIGITAL_SILENCE, REFRESH_WINDOWS, QUIET_P = 2 / 32768, 62, 0.15  # 62 windows: 2 s
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def test_people_speaking_after_digital_silence_hold_the_answer_within_a_quarter_
 def test_people_speaking_in_a_quiet_room_hold_the_answer_within_a_quarter_second(questions, noise_rms):
     """Left running over the room's quiet, Silero's state also made it slow to call a soft start speech: with only
     digital silence skipped, 4 of the 9 held 0.26-0.74 s after their first sound at each level. Its state now starts
-    again after 0.5 s of quiet outside an utterance (`vad.REFRESH_WINDOWS`)."""
+    again after 2 s of quiet outside an utterance (`vad.REFRESH_WINDOWS`)."""
     spoken, audio = questions
     room = noise_rms * np.random.default_rng(1).standard_normal(audio.size).astype(np.float32)
     starts = [i * SLOT_S + LEAD_S for i in range(len(spoken.questions))]

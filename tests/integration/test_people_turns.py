@@ -76,9 +76,6 @@ def test_the_fixed_silence_rule_cuts_the_lecturer_where_the_judge_waits(whisper)
     assert not rows["transcript"]["cut"], rows["transcript"]
 
 
-def test_whisper_hears_the_phone_call_with_at_most_three_in_ten_of_its_words_wrong(heard):
-    """Whisper tiny.en on 8 kHz telephone speech with the other person overlapping: 0.20 until stop 62; 0.23 with
-    digital silence kept from the VAD, 0.26 with its state started again after quiet: the detector now hears "Well,
-    there isn't…" begin at 1.06 s (1.31 s before the second change; the label says 0.58 s), and Whisper on the
-    longer lead-in drops "you know" (2 of the call's 81 words)."""
-    assert run.summary(heard)["call_wer"] <= 0.30
+def test_whisper_hears_the_phone_call_with_at_most_a_quarter_of_its_words_wrong(heard):
+    """0.20-0.23 here (Whisper tiny.en on 8 kHz telephone speech with the other person overlapping)."""
+    assert run.summary(heard)["call_wer"] <= 0.25

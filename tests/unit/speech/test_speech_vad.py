@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fastvlm.speech.config import SpeechConfig
-from fastvlm.speech.vad import WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
+from fastvlm.speech.vad import REFRESH_WINDOWS, WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
 from tests.unit.speech.test_speech_turn import LateEndVad, room
 
 RATE = 16_000
@@ -119,15 +119,17 @@ def test_digital_silence_is_silence_without_the_vad_and_its_state_passes_over_it
     assert d._s.vad_state == state + 1
 
 
-def test_the_vads_state_starts_again_after_half_a_second_of_quiet_outside_an_utterance():
+def test_the_vads_state_starts_again_after_two_seconds_of_quiet_outside_an_utterance():
     d = detector()
-    feed(d, room(0.5), 0.04)  # 15 heard windows, all quiet to the VAD: not yet
-    assert d._s.vad_state == d.vad.windows == 15
-    feed(d, room(0.08), 0.04)  # the 16th, then the next chunk starts from the initial state
+    feed(d, room(61 * WINDOW / RATE), 0.04)  # 61 heard windows, all quiet to the VAD: not yet
+    assert d._s.vad_state == d.vad.windows == REFRESH_WINDOWS - 1
+    feed(d, room(0.08), 0.04)  # the 62nd, then the next chunk starts from the initial state
     assert d._s.vad_state < d.vad.windows
-    d = detector()
-    feed(d, np.concatenate([voice(1), room(0.6)]), 0.04)  # a pause inside the question: the state goes on
+    d = detector(end_silence_ms=3000)
+    feed(d, np.concatenate([voice(1), room(2.5)]), 0.04)  # a 2.5 s pause inside the question: the state goes on
     assert d._s.utterance is not None and d._s.vad_state == d.vad.windows
+    feed(d, room(0.6), 0.04)  # the question ended 3 s into the quiet: the state starts again
+    assert d._s.utterance is None and d._s.vad_state < d.vad.windows
 
 
 def test_microphone_format_48k_stereo_int16():

@@ -132,6 +132,15 @@ def test_the_vads_state_starts_again_after_two_seconds_of_quiet_outside_an_utter
     assert d._s.utterance is None and d._s.vad_state < d.vad.windows
 
 
+def test_the_quiet_before_a_restart_counts_from_the_last_window_heard_as_speech_within_a_chunk():
+    d, one = detector(), room(WINDOW / RATE)
+    d.feed(RATE, np.concatenate([voice(32 * WINDOW / RATE), room((REFRESH_WINDOWS - 1) * WINDOW / RATE)]))
+    d.feed(RATE, one)  # the 62nd quiet window: judged before the count reaches the restart
+    assert d._s.vad_state == d.vad.windows == 32 + REFRESH_WINDOWS
+    d.feed(RATE, one)
+    assert d._s.vad_state == 1  # started again, then this window
+
+
 def test_microphone_format_48k_stereo_int16():
     mono = np.concatenate([silence(0.5), voice(1), silence(1)])
     at48 = np.repeat(mono, 3)

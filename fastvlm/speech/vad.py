@@ -181,9 +181,9 @@ class TurnDetector:
         if heard.any():
             if s.utterance is None and s.quiet_windows >= REFRESH_WINDOWS:
                 s.vad_state, s.quiet_windows = self.vad.initial_state(), 0
-            probs[heard], s.vad_state = self.vad(windows[heard], s.vad_state)
-            n, loud = int(heard.sum()), np.flatnonzero(probs[heard] >= QUIET_P)
-            s.quiet_windows = s.quiet_windows + n if loud.size == 0 else n - 1 - int(loud[-1])
+            p, s.vad_state = self.vad(windows[heard], s.vad_state)
+            probs[heard], loud = p, np.flatnonzero(p >= QUIET_P)
+            s.quiet_windows = s.quiet_windows + p.size if loud.size == 0 else p.size - 1 - int(loud[-1])
         return probs
 
     def _step(self, p: float, at: int) -> TurnEvent | None:

@@ -42,23 +42,14 @@ def held_after(audio: np.ndarray, starts: list[float], hold_s: float) -> list[fl
     return [next((t - s for t in held if t > s), None) for s in starts]
 
 
-def test_people_speaking_after_digital_silence_hold_the_answer_within_a_quarter_second(questions):
-    """Before stop 62 Silero's state drifted over the zeros: it called the next sound speech for a window, then fell
-    back under its threshold and the onset was dropped as a click, so 5 of the 9 held 0.26-0.74 s after their first
-    sound. Now the zeros are silence without the VAD, its state passing over them. The call's drawn-out telephone
-    "Well…" (Silero ~0.3 on it) may still wait for the next word."""
-    spoken, audio = questions
-    starts = [i * SLOT_S + LEAD_S for i in range(len(spoken.questions))]
-    after = held_after(audio, starts, AppSettings().voice_barge_in_ms / 1000)
-    assert None not in after, after
-    assert sum(s <= 0.25 for s in after) >= len(after) - 1, [round(s, 2) for s in after]
-
-
-@pytest.mark.parametrize("noise_rms", [0.0005, 0.002])  # a quiet room: -66 and -54 dBFS
-def test_people_speaking_in_a_quiet_room_hold_the_answer_within_a_quarter_second(questions, noise_rms):
-    """Left running over the room's quiet, Silero's state also made it slow to call a soft start speech: with only
-    digital silence skipped, 4 of the 9 held 0.26-0.74 s after their first sound at each level. Its state now starts
-    again after 2 s of quiet outside an utterance (`vad.REFRESH_WINDOWS`)."""
+@pytest.mark.parametrize("noise_rms", [0.0, 0.0005, 0.002])  # digital silence; a quiet room at -66 and -54 dBFS
+def test_people_speaking_after_silence_hold_the_answer_within_a_quarter_second(questions, noise_rms):
+    """Left running over silence, Silero's state made it slow to call a soft start speech. Over the zeros (before
+    stop 62) it called the next sound speech for a window, then fell back under its threshold and the onset was
+    dropped as a click: 5 of the 9 held 0.26-0.74 s after their first sound; now the zeros are silence without the
+    VAD, its state passing over them. Over a room's quiet, with only that, 4 of the 9 held 0.26-0.74 s at each
+    level; its state now starts again after 2 s of quiet outside an utterance (`vad.REFRESH_WINDOWS`). The call's
+    drawn-out telephone "Well…" (Silero ~0.3 on it) may still wait for the next word."""
     spoken, audio = questions
     room = noise_rms * np.random.default_rng(1).standard_normal(audio.size).astype(np.float32)
     starts = [i * SLOT_S + LEAD_S for i in range(len(spoken.questions))]

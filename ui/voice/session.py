@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from fastvlm.engine.prompt import Turn
-
-from ..settings import CONTINUE_MAX_S
 from fastvlm.speech import (
     Speech,
     TurnTaker,
 )
+
+from ..settings import CONTINUE_MAX_S
 
 if TYPE_CHECKING:
     from .speech_queue import SpeechQueue

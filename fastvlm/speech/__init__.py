@@ -21,8 +21,8 @@ from .vad import (
                   TurnDetector,
                   TurnEvent,
                   UtteranceEnded,
-                  VadModel,
 )
+from .vad_stream import VadModel
 
 __all__ = [
     "EdgeSpeaker", "EspeakSpeaker", "FallbackSpeaker", "HeardSoFar", "Paused", "SentenceChunker", "SileroVad",

@@ -37,7 +37,8 @@ from .audio import RATE, sound_returns
 from .config import SpeechConfig
 from .judge import TurnJudge, Verdict
 from .stt import Transcriber
-from .vad import Paused, TurnDetector, TurnEvent, UtteranceEnded, VadModel
+from .vad import Paused, TurnDetector, TurnEvent, UtteranceEnded
+from .vad_stream import VadModel
 
 log = logging.getLogger(__name__)
 RULES = ("semantic", "silence")

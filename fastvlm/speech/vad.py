@@ -9,24 +9,18 @@ utterance early, in a pause, when something else decided the question is over (`
 Speech longer than `max_audio_s` ends there (`truncated`); what follows without `end_silence_ms` of silence is
 its tail, never a new question.
 Each browser session keeps its own detector; the Silero model is shared (its recurrent state lives in the
-detector, so nothing leaks between sessions).
+detector's `vad_stream.VadStream`, so nothing leaks between sessions).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import numpy as np
 
 from .audio import RATE, StreamResampler, sound_ended
 from .config import SpeechConfig
-
-WINDOW = 512  # Silero's step at 16 kHz: one probability per 32 ms
-# Silero's state kept as it was trained (docs/voice.md): windows within 2 steps of 16-bit 0 (a muted track, a noise
-# gate, Chromium's fake microphone) are silence it skips; after REFRESH_WINDOWS heard windows under QUIET_P outside an
-# utterance it starts again. Left to drift, it dropped people's soft onsets as clicks (barge-in 0.26-0.74 s late).
-DIGITAL_SILENCE, REFRESH_WINDOWS, QUIET_P = 2 / 32768, 62, 0.15  # 62 windows: 2 s
+from .vad_stream import WINDOW, VadModel, VadStream
 
 
 @dataclass(frozen=True)
@@ -62,16 +56,6 @@ class Paused:
 TurnEvent = SpeechOnset | SpeechStarted | Paused | UtteranceEnded
 
 
-class VadModel(Protocol):
-    """Speech probabilities for 512-sample windows of 16 kHz audio. Stateless: the caller holds `state`."""
-
-    def initial_state(self) -> Any: ...
-
-    def __call__(self, windows: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
-        """(n, 512) float32 -> ((n,) probabilities in [0, 1], the state after the last window)."""
-        ...
-
-
 @dataclass
 class _Utterance:
     start: int  # first speech window, in 16 kHz samples since reset
@@ -85,14 +69,13 @@ class _Utterance:
 class _Stream:
     """Per-session audio state."""
 
-    vad_state: Any
+    vad: VadStream  # the VAD's probabilities and state (`vad_stream`: digital silence, restarts)
     pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # < 1 window, not yet judged
     audio: list[np.ndarray] = field(default_factory=list)  # recent 16 kHz audio (pre-roll + utterance)
     audio_from: int = 0  # sample index of audio[0][0]
     utterance: _Utterance | None = None
     overflow: bool = False  # an utterance was cut at `max_audio_s`: the speech going on is its tail, not a question
     quiet_from: int | None = None  # in the overflow: first window of the current run of silence
-    quiet_windows: int = 0  # heard windows in a row below QUIET_P
 
 
 class TurnDetector:
@@ -126,7 +109,7 @@ class TurnDetector:
         self._fed = 0  # 16 kHz samples fed since reset, muted ones included
         self._to_16k = StreamResampler()  # the stream's chunks resampled as one signal
         self._muted_until: float | None = None  # in samples; inf: until unmute()
-        self._s = _Stream(self.vad.initial_state())
+        self._s = _Stream(VadStream(self.vad))
 
     # --- muting: what the app says itself is not a question ---
     @property
@@ -138,7 +121,7 @@ class TurnDetector:
     def mute(self, for_s: float | None = None) -> None:
         """Ignore audio until `unmute()`, or for `for_s` seconds of fed audio. Drops any utterance in progress."""
         self._muted_until = float("inf") if for_s is None else self._fed + for_s * RATE
-        self._s = _Stream(self.vad.initial_state(), audio_from=self._fed)
+        self._s = _Stream(VadStream(self.vad), audio_from=self._fed)
 
     def unmute(self) -> None:
         self._muted_until = None
@@ -162,7 +145,8 @@ class TurnDetector:
         self._fed += audio.size
         if n == 0:
             return []
-        probs = self._probabilities(samples[: n * WINDOW].reshape(n, WINDOW))
+        windows = samples[: n * WINDOW].reshape(n, WINDOW)
+        probs = s.vad.probabilities(windows, in_utterance=s.utterance is not None)
         events: list[TurnEvent] = []
         for i, p in enumerate(probs):
             at, idle = first + i * WINDOW, s.utterance is None
@@ -173,18 +157,6 @@ class TurnDetector:
                 events.append(event)
         self._trim()
         return events
-
-    def _probabilities(self, windows: np.ndarray) -> np.ndarray:
-        """(n, WINDOW) -> (n,) speech probabilities: 0 for digital silence; the VAD's state as said above."""
-        s, probs = self._s, np.zeros(len(windows), np.float32)
-        heard = np.abs(windows).max(axis=1) > DIGITAL_SILENCE
-        if heard.any():
-            if s.utterance is None and s.quiet_windows >= REFRESH_WINDOWS:
-                s.vad_state, s.quiet_windows = self.vad.initial_state(), 0
-            p, s.vad_state = self.vad(windows[heard], s.vad_state)
-            probs[heard], loud = p, np.flatnonzero(p >= QUIET_P)
-            s.quiet_windows = s.quiet_windows + p.size if loud.size == 0 else p.size - 1 - int(loud[-1])
-        return probs
 
     def _step(self, p: float, at: int) -> TurnEvent | None:
         """Advance by one window that starts at sample `at` with speech probability `p`."""

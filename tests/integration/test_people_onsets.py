@@ -48,7 +48,7 @@ def test_people_speaking_after_silence_hold_the_answer_within_a_quarter_second(q
     stop 62) it called the next sound speech for a window, then fell back under its threshold and the onset was
     dropped as a click: 5 of the 9 held 0.26-0.74 s after their first sound; now the zeros are silence without the
     VAD, its state passing over them. Over a room's quiet, with only that, 4 of the 9 held 0.26-0.74 s at each
-    level; its state now starts again after 2 s of quiet outside an utterance (`vad.REFRESH_WINDOWS`). The call's
+    level; its state now starts again after 2 s of quiet outside an utterance (`vad_stream.REFRESH_WINDOWS`). The call's
     drawn-out telephone "Well…" (Silero ~0.3 on it) may still wait for the next word."""
     spoken, audio = questions
     room = noise_rms * np.random.default_rng(1).standard_normal(audio.size).astype(np.float32)

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from fastvlm.speech.config import SpeechConfig
-from fastvlm.speech.vad import REFRESH_WINDOWS, WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
+from fastvlm.speech.vad import WINDOW, Paused, SpeechOnset, SpeechStarted, TurnDetector, UtteranceEnded
+from fastvlm.speech.vad_stream import REFRESH_WINDOWS
 from tests.unit.speech.test_speech_turn import LateEndVad, room
 
 RATE = 16_000
@@ -112,33 +113,33 @@ def test_digital_silence_is_silence_without_the_vad_and_its_state_passes_over_it
     assert [type(e) for e, _ in events] == [SpeechStarted, UtteranceEnded]
     assert events[1][0].end_s == pytest.approx(2.5, abs=WINDOW / RATE)
     assert d.vad.windows == -(-int(2.5 * RATE) // WINDOW) - int(1.0 * RATE) // WINDOW  # only windows with sound
-    state = d._s.vad_state
+    state = d._s.vad.state
     feed(d, np.concatenate([silence(0.5), np.full(WINDOW, 2 / 32768, np.float32)]))  # within 2 steps of 16-bit 0
-    assert d._s.vad_state == state
+    assert d._s.vad.state == state
     feed(d, np.full(WINDOW, 3 / 32768, np.float32))  # a real room's quiet: shown
-    assert d._s.vad_state == state + 1
+    assert d._s.vad.state == state + 1
 
 
 def test_the_vads_state_starts_again_after_two_seconds_of_quiet_outside_an_utterance():
     d = detector()
     feed(d, room(61 * WINDOW / RATE), 0.04)  # 61 heard windows, all quiet to the VAD: not yet
-    assert d._s.vad_state == d.vad.windows == REFRESH_WINDOWS - 1
+    assert d._s.vad.state == d.vad.windows == REFRESH_WINDOWS - 1
     feed(d, room(0.08), 0.04)  # the 62nd, then the next chunk starts from the initial state
-    assert d._s.vad_state < d.vad.windows
+    assert d._s.vad.state < d.vad.windows
     d = detector(end_silence_ms=3000)
     feed(d, np.concatenate([voice(1), room(2.5)]), 0.04)  # a 2.5 s pause inside the question: the state goes on
-    assert d._s.utterance is not None and d._s.vad_state == d.vad.windows
+    assert d._s.utterance is not None and d._s.vad.state == d.vad.windows
     feed(d, room(0.6), 0.04)  # the question ended 3 s into the quiet: the state starts again
-    assert d._s.utterance is None and d._s.vad_state < d.vad.windows
+    assert d._s.utterance is None and d._s.vad.state < d.vad.windows
 
 
 def test_the_quiet_before_a_restart_counts_from_the_last_window_heard_as_speech_within_a_chunk():
     d, one = detector(), room(WINDOW / RATE)
     d.feed(RATE, np.concatenate([voice(32 * WINDOW / RATE), room((REFRESH_WINDOWS - 1) * WINDOW / RATE)]))
     d.feed(RATE, one)  # the 62nd quiet window: judged before the count reaches the restart
-    assert d._s.vad_state == d.vad.windows == 32 + REFRESH_WINDOWS
+    assert d._s.vad.state == d.vad.windows == 32 + REFRESH_WINDOWS
     d.feed(RATE, one)
-    assert d._s.vad_state == 1  # started again, then this window
+    assert d._s.vad.state == 1  # started again, then this window
 
 
 def test_microphone_format_48k_stereo_int16():

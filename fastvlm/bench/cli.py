@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--echo", type=int, default=0, metavar="N",
                    help="with --journeys --browser: N answers played with the page's speaker looped into its "
                         "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")
+    p.add_argument("--echo-room", action="store_true",
+                   help="with --echo: the answers reach the microphone through a modelled loudspeaker in a room "
+                        "(bench.browser.acoustics.RoomModel: distortion, 0.4 s of reverberation, -60 dBFS of "
+                        "noise) instead of straight")
     p.add_argument("--questions", choices=("espeak", "people"), default="espeak",
                    help="with --journeys --browser: who asks the voice and barge-in walks' questions into the fake "
                         "microphone (people: bench-turns' recordings, downloaded by pip if missing)")
@@ -73,6 +77,9 @@ def run(args: argparse.Namespace, engine_factory) -> int:
         return 2
     if args.echo and not args.browser:
         log.error("--echo is a walk through the page: add --journeys --browser")
+        return 2
+    if args.echo_room and not args.echo:
+        log.error("--echo-room is how the echo walk's answers reach the microphone: add --echo N")
         return 2
     if args.questions != "espeak" and not args.browser:
         log.error("--questions chooses who speaks into the page's microphone: add --journeys --browser "

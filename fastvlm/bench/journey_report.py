@@ -32,7 +32,7 @@ TARGETS = {
 # Through the page (`bench --journeys --browser`, the laptop case of issue #22): the voice's first sound at 512,
 # and barge-in (speech over the answer -> its sound stopped)
 BROWSER_TARGETS = {**TARGETS, "voice": {"median_s": {512: 1.0}}, "barge_in": {"p90_s": 0.3},
-                   "echo": {"stopped": 0}}  # answers cut off by their own voice (`--echo`)
+                   "echo": {"stopped": 0, "heard": 0}}  # answers cut off by their own voice, or it taken for a question
 
 
 def timing(values: list[float]) -> dict:
@@ -128,8 +128,9 @@ def print_journeys(report: dict) -> None:
         verdict = {True: " · meets", False: " · MISSES"}.get(met.get(key), "")
         verdict = f"{verdict} target {target_text(key, size, targets)}" if verdict else ""
         if key.startswith("echo"):
-            print(f"{key:>17}: {r['stopped']}/{r['answers']} answers cut off by their own voice ({r['stops']} stops; "
-                  f"echo cancellation {'on' if r['echo_cancellation'] else 'off'}){verdict}")
+            heard = f", {r['heard']} taken for a question" if "heard" in r else ""  # reports before 2026-12-06
+            print(f"{key:>17}: {r['stopped']}/{r['answers']} answers cut off by their own voice{heard} ({r['stops']} "
+                  f"stops; echo cancellation {'on' if r['echo_cancellation'] else 'off'}){verdict}")
             continue
         if key == "turn_pauses":
             print(f"{key:>17}: cut at a 0.5 s pause mid-sentence: semantic {r['cut']}/{r['of']}, fixed silence "

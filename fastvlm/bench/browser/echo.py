@@ -20,9 +20,11 @@ from pathlib import Path
 
 from . import media
 from . import page as pg
+from .acoustics import AcousticPath, RoomModel
 from .serve import CHROMIUM
 
 SINK, SOURCE = "fastvlm-room", "fastvlm-room-mic"
+SPEAKER = "fastvlm-room-speaker"  # with `--echo-room`: the page plays here, and reaches SINK through the room
 INSTALL = "apt-get install pulseaudio pulseaudio-utils"
 # The voice tab opens the webcam; with no fake devices the camera is a canvas, and the echo control can turn the
 # canceller off under the app's own constraints (`window.__fvEcho`, read at every getUserMedia).
@@ -67,21 +69,30 @@ def check() -> None:
 
 
 @contextmanager
-def room():
-    """A PulseAudio sink whose monitor is the default microphone (a server is started if none runs)."""
+def room(acoustic: RoomModel | None = None):
+    """A PulseAudio sink whose monitor is the default microphone (a server is started if none runs). With
+    `acoustic`, the page plays into a sink of its own (`SPEAKER`) and reaches that microphone through
+    `acoustics.AcousticPath` (a loudspeaker in a room) instead of straight."""
     check()
     started = not _running()
     if started:
         subprocess.run(["pulseaudio", "--daemonize=yes", "--exit-idle-time=-1"], check=True, timeout=20)
+    path = None
     try:
         modules = [_pactl("load-module", "module-null-sink", f"sink_name={SINK}"),
                    _pactl("load-module", "module-remap-source", f"master={SINK}.monitor", f"source_name={SOURCE}")]
+        if acoustic is not None:
+            modules.append(_pactl("load-module", "module-null-sink", f"sink_name={SPEAKER}"))
         defaults = _pactl("get-default-sink"), _pactl("get-default-source")
-        _pactl("set-default-sink", SINK)
+        _pactl("set-default-sink", SINK if acoustic is None else SPEAKER)
         _pactl("set-default-source", SOURCE)
+        if acoustic is not None:
+            path = AcousticPath(f"{SPEAKER}.monitor", SINK, acoustic)
         try:
             yield SINK
         finally:
+            if path is not None:
+                path.close()
             for kind, name in zip(("sink", "source"), defaults):
                 subprocess.run(["pactl", f"set-default-{kind}", name], capture_output=True, timeout=10, check=False)
             for module in reversed(modules):
@@ -131,7 +142,8 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
     finally:
         context.close()
     return {"echo_cancellation": applied, "answers": len(rows), "answered": sum(r["sounded"] for r in rows),
-            "stopped": sum(1 for r in rows if r["stops"]), "stops": sum(r["stops"] for r in rows), "runs": rows}
+            "stopped": sum(1 for r in rows if r["stops"]), "stops": sum(r["stops"] for r in rows),
+            "heard": sum(1 for r in rows if r["heard_after"]), "runs": rows}
 
 
 def _answer(page, question: str, wav: Path, listen_s: float) -> dict:

@@ -19,6 +19,7 @@ from ..first_piece import first_piece, first_piece_tokens
 from ..voice import QUESTIONS
 from ..people import recordings
 from . import echo, media, serve, walks
+from .acoustics import RoomModel
 from . import page as pg
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,11 @@ NOTES = {
                 "that long",
     "echo": "--echo: the page's speaker looped into its microphone at full level (a PulseAudio sink and its "
             "monitor), questions played into it by paplay, then nobody speaks while each answer plays: stopped = "
-            "answers barge-in cut off (held_and_played_on: held over a sound, then played on); echo_control: the "
-            "same with the page's echo cancellation off",
+            "answers barge-in cut off (held_and_played_on: held over a sound, then played on); heard: answers "
+            "after which the page showed a question it heard meanwhile (its own voice taken for one, and "
+            "answered); echo_control: the "
+            "same with the page's echo cancellation off; room: with --echo-room, the modelled loudspeaker and room "
+            "the answers pass through to the microphone (bench.browser.acoustics.RoomModel), null when straight",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }
@@ -173,22 +177,26 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
             slot = 0.3 + max(spoken.spoken_s) + out["voice"]["median_s"] + BARGE_AFTER_S
             out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1), args.questions)
         if getattr(args, "echo", 0):
-            out["echo"], out["echo_control"] = _echo(browser, url, tmp, args.echo)
+            acoustic = RoomModel() if getattr(args, "echo_room", False) else None
+            out["echo"], out["echo_control"] = _echo(browser, url, tmp, args.echo, acoustic)
     return out
 
 
-def _echo(browser, url: str, tmp: Path, n: int) -> tuple[dict, dict]:
-    """`n` answers with the speaker looped into the microphone, then 2 with the page's echo cancellation off."""
+def _echo(browser, url: str, tmp: Path, n: int, acoustic: RoomModel | None = None) -> tuple[dict, dict]:
+    """`n` answers with the speaker looped into the microphone (straight, or through `acoustic`), then 2 with the
+    page's echo cancellation off."""
     questions = echo.write_questions(tmp / "echo", QUESTIONS, n)
-    with echo.room():
+    with echo.room(acoustic):
         other = echo.launch(browser)
         try:
             on = echo.walk(other, url, questions, ECHO_LISTEN_S)
             off = echo.walk(other, url, questions[:2], ECHO_LISTEN_S, cancel_echo=False)
         finally:
             other.close()
-    log.info("echo: %d of %d answers stopped by their own voice (canceller off: %d of %d)", on["stopped"],
-             on["answers"], off["stopped"], off["answers"])
+    log.info("echo: %d of %d answers stopped by their own voice, %d followed by a question heard from it "
+             "(canceller off: %d of %d stopped)", on["stopped"], on["answers"], on["heard"], off["stopped"],
+             off["answers"])
+    on["room"] = None if acoustic is None else asdict(acoustic)
     return on, off
 
 

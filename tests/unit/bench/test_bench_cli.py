@@ -118,6 +118,7 @@ def test_printed_times_are_milliseconds(capsys):
     (["--browser"], "--browser walks the journeys: add --journeys"),
     (["--echo", "3"], "--echo is a walk through the page: add --journeys --browser"),
     (["--journeys", "--echo", "3"], "--echo is a walk through the page"),
+    (["--journeys", "--browser", "--echo-room"], "--echo-room is how the echo walk's answers reach the microphone"),
     (["--journeys", "--questions", "people"], "--questions chooses who speaks into the page's microphone"),
     (["--journeys", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs, --max-tokens: only with --raw"),
     (["--journeys", "--raw", "--browser", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs"),

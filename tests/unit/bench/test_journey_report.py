@@ -60,19 +60,20 @@ def test_a_walk_through_the_page_says_how_many_questions_were_cut_and_answered_a
 
 
 def test_the_echo_walk_is_judged_on_answers_cut_off_by_their_own_voice(capsys):
-    def walk(stopped: int, stops: int, on: bool) -> dict:
+    def walk(stopped: int, stops: int, on: bool, heard: int = 0) -> dict:
         return {"echo_cancellation": on, "answers": 20 if on else 2, "answered": 20 if on else 2,
-                "stopped": stopped, "stops": stops, "runs": []}
+                "stopped": stopped, "stops": stops, "heard": heard, "runs": []}
 
-    journeys = {"echo": walk(2, 2, True), "echo_control": walk(2, 21, False)}
+    journeys = {"echo": walk(2, 2, True, heard=1), "echo_control": walk(2, 21, False)}
     met = verdicts(journeys, 512, BROWSER_TARGETS)
     assert met == {"echo": False}  # the control has no target: it only shows the loop reaches the microphone
     assert verdicts({"echo": walk(0, 0, True)}, 512, BROWSER_TARGETS) == {"echo": True}
     print_journeys({**report(journeys, 512), "targets": BROWSER_TARGETS, "targets_met": met})
     lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines()[1:]}
-    assert lines["echo"].endswith("2/20 answers cut off by their own voice (2 stops; echo cancellation on) · "
-                                  "MISSES target stopped ≤ 0")
-    assert lines["echo_control"].endswith("2/2 answers cut off by their own voice (21 stops; echo cancellation off)")
+    assert lines["echo"].endswith("2/20 answers cut off by their own voice, 1 taken for a question (2 stops; echo "
+                                  "cancellation on) · MISSES target stopped ≤ 0, heard ≤ 0")
+    assert lines["echo_control"].endswith("2/2 answers cut off by their own voice, 0 taken for a question (21 stops; "
+                                          "echo cancellation off)")
 
 
 def test_a_rule_that_never_ends_a_turn_misses_the_pauses_target(capsys):

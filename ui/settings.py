@@ -66,8 +66,9 @@ class AppSettings:
     # the end of turn waits): the two are one question, asked again whole. 0: off
     voice_continue_s: float = 1.5
     # the browser's echo canceller lets a burst of an answer's first sound through (up to 0.25 s of speech to the
-    # detector, docs/voice.md): speech that begins within voice_echo_settle_s of the answer starting to sound
-    # stops it only once it has lasted voice_echo_speech_ms (and is then the next question). 0 s: off
+    # detector, docs/voice.md), and in a reverberant room one of its last word (up to 0.38 s): speech that begins
+    # within voice_echo_settle_s of the answer starting to sound, or either side of its end, stops it (or is a
+    # question) only once it has lasted voice_echo_speech_ms. 0 s: off
     voice_echo_settle_s: float = 0.6
     voice_echo_speech_ms: int = 400
     voice_noise_suppression: bool = False  # the browser's noise suppression

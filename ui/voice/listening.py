@@ -22,7 +22,7 @@ class BargeIn:
 
     hold_s: float | None = None  # this much speech holds the answer's sound before it is a question (None: only a
     # question stops it)
-    echo_settle_s: float = 0.0  # speech that begins this soon after the answer starts to sound (the canceller
+    echo_settle_s: float = 0.0  # speech that begins this near the answer's sound starting or ending (the canceller
     echo_speech_ms: int = 0  # lets a burst of it through, docs/voice.md) must last this long to stop it
     resume_s: float = 0.2  # held speech that ends short of a question (a cough): the sound goes on after this quiet
 
@@ -52,7 +52,8 @@ def listen(session: VoiceSession, sample_rate: int, chunk: np.ndarray, echo_marg
     elif not deaf and d.muted:
         d.unmute()
     b = barge_in
-    d.strict_ms = b.echo_speech_ms if b and playing and session.opening(now, b.echo_settle_s) else None
+    echo_window = b is not None and (session.opening(now, b.echo_settle_s) or session.closing(now, b.echo_settle_s))
+    d.strict_ms = b.echo_speech_ms if playing and echo_window else None
     fed_s = d.fed_s
     events = taker.feed(sample_rate, chunk) + taker.settle(settle_s)  # the detector resamples its stream
     session.chunks += 1

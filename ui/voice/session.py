@@ -257,6 +257,11 @@ class VoiceSession:
         """`at` (monotonic) is within `settle_s` of the answer's sound beginning after a silence."""
         return self.sound_from <= at <= self.sound_from + settle_s
 
+    def closing(self, at: float, settle_s: float) -> bool:
+        """`at` (monotonic) is within `settle_s` either side of where the sound sent so far ends: there the room's
+        reverberation outlasts what the canceller cancels, and it lets a burst of the last word through too."""
+        return abs(at - self.playing_until) <= settle_s
+
     def speech_over(self, margin_s: float, now: float | None = None) -> bool:
         """The answer has been spoken to its end, `margin_s` ago."""
         now = time.monotonic() if now is None else now

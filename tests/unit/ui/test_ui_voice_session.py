@@ -70,9 +70,11 @@ def test_the_turns_first_sentence_says_how_long_after_the_end_of_speech_it_was_s
 
 
 def test_the_echo_window_holds_its_ends():
-    session = VoiceSession(sound_from=10.0)
+    session = VoiceSession(sound_from=10.0, playing_until=20.0)
     assert session.opening(10.0, 0.5) and session.opening(10.5, 0.5)
     assert not session.opening(9.99, 0.5) and not session.opening(10.51, 0.5)
+    assert session.closing(19.5, 0.5) and session.closing(20.5, 0.5)  # either side of the sound's end
+    assert not session.closing(19.49, 0.5) and not session.closing(20.51, 0.5)
 
 
 def test_the_answer_is_over_when_its_sound_has_ended_and_nothing_is_left_to_say():

@@ -381,6 +381,25 @@ def test_speech_that_begins_as_the_answer_starts_to_sound_must_last_longer_to_st
     assert [m["type"] for m in sent] == ["pause", "start"] and session.turn == turn + 1
 
 
+@pytest.mark.parametrize("ends_in_s", [0.2, -0.3])
+def test_speech_that_begins_as_the_answers_sound_ends_must_last_longer_to_be_a_question(tmp_path, ends_in_s):
+    """In a reverberant room the canceller lets a burst of the answer's last word through as its sound ends (0.26-
+    0.38 s of speech to the detector, docs/voice.md; heard as "in.", it was asked and answered): within the echo
+    window either side of the end such a burst is no question; speech that goes on is one."""
+    models = make_models(tmp_path)
+    session = asked(models)
+    link, sent = on_line(session)
+    turn, now = session.turn, time.monotonic()
+    session.sound_from, session.playing_until = now - 10, now + ends_in_s  # its sound ends 0.2 s from now / ended
+    for frame in np.split(np.concatenate([voice(0.32), np.zeros(RATE // 2)]), 41):  # a 320 ms burst, then quiet
+        link.hear(pcm(frame))
+    assert session.turn == turn and session.barge_ins == 0 and session.questions == 1
+    assert [m["type"] for m in sent] in ([], ["pause", "resume"])  # held a moment at most
+    for frame in np.split(voice(0.6), 15):  # a person speaks up then: a question once it is 400 ms long
+        link.hear(pcm(frame))
+    assert session.turn == turn + 1 and [m["type"] for m in sent][-1] == "start"
+
+
 def test_the_echo_window_opens_when_the_page_says_the_sound_began_not_when_it_was_sent(tmp_path):
     """A slow page starts playing 0.5 s after the server sent the sentence: a burst 0.3 s into its sound (0.8 s
     after the send, past the 0.6 s window) is still the canceller settling, and the answer plays on."""

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from .browser.acoustics import ROOMS
 from .plot import draw
 from . import runs
 from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
@@ -43,10 +44,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--echo", type=int, default=0, metavar="N",
                    help="with --journeys --browser: N answers played with the page's speaker looped into its "
                         "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")
-    p.add_argument("--echo-room", action="store_true",
+    p.add_argument("--echo-room", nargs="?", const="office", choices=sorted(ROOMS), metavar="ROOM",
                    help="with --echo: the answers reach the microphone through a modelled loudspeaker in a room "
-                        "(bench.browser.acoustics.RoomModel: distortion, 0.4 s of reverberation, -60 dBFS of "
-                        "noise) instead of straight")
+                        "instead of straight: office (the default: 0.4 s of reverberation), reverberant (0.8 s) "
+                        "or harsh (0.8 s, the echo as loud as the sound played, clipping); "
+                        "bench.browser.acoustics.ROOMS")
     p.add_argument("--questions", choices=("espeak", "people"), default="espeak",
                    help="with --journeys --browser: who asks the voice and barge-in walks' questions into the fake "
                         "microphone (people: bench-turns' recordings, downloaded by pip if missing)")

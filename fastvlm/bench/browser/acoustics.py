@@ -38,6 +38,12 @@ class RoomModel:
     seed: int = 0
 
 
+# `bench --echo-room NAME`: an office, a room of hard surfaces, and that room with a laptop's loudspeaker at full
+# volume next to its microphone (the echo as loud as what is played, clipping hard)
+ROOMS = {"office": RoomModel(), "reverberant": RoomModel(rt60_s=0.8, reverb_db=0.0),
+         "harsh": RoomModel(rt60_s=0.8, reverb_db=0.0, gain_db=0.0, drive=4.0)}
+
+
 def band_pass(low_hz: float, high_hz: float, taps: int = 129) -> np.ndarray:
     """A linear-phase FIR band-pass (windowed sinc), unit gain in its band."""
     n = np.arange(taps) - (taps - 1) / 2

@@ -19,7 +19,7 @@ from ..first_piece import first_piece, first_piece_tokens
 from ..voice import QUESTIONS
 from ..people import recordings
 from . import echo, media, serve, walks
-from .acoustics import RoomModel
+from .acoustics import ROOMS, RoomModel
 from . import page as pg
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
             slot = 0.3 + max(spoken.spoken_s) + out["voice"]["median_s"] + BARGE_AFTER_S
             out["barge_in"] = _barge_in(browser, url, clip, tmp, settings.voice_runs, round(slot, 1), args.questions)
         if getattr(args, "echo", 0):
-            acoustic = RoomModel() if getattr(args, "echo_room", False) else None
+            acoustic = ROOMS[args.echo_room] if getattr(args, "echo_room", None) else None
             out["echo"], out["echo_control"] = _echo(browser, url, tmp, args.echo, acoustic)
     return out
 

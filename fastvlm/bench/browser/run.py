@@ -60,9 +60,9 @@ NOTES = {
             "monitor), questions played into it by paplay, then nobody speaks while each answer plays: stopped = "
             "answers barge-in cut off (held_and_played_on: held over a sound, then played on); heard: answers "
             "after which the page showed a question it heard meanwhile (its own voice taken for one, and "
-            "answered); echo_control: the "
-            "same with the page's echo cancellation off; room: with --echo-room, the modelled loudspeaker and room "
-            "the answers pass through to the microphone (bench.browser.acoustics.RoomModel), null when straight",
+            "answered); echo_control: the same with the page's echo cancellation off; room: with --echo-room, "
+            "the modelled loudspeaker and room the answers pass through to the microphone "
+            "(bench.browser.acoustics.ROOMS), null when straight",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }

@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .browser.acoustics import ROOMS
+from .acoustics import ROOMS
 from .plot import draw
 from . import runs
 from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --echo: the answers reach the microphone through a modelled loudspeaker in a room "
                         "instead of straight: office (the default: 0.4 s of reverberation), reverberant (0.8 s) "
                         "or harsh (0.8 s, the echo as loud as the sound played, clipping); "
-                        "bench.browser.acoustics.ROOMS")
+                        "bench.acoustics.ROOMS")
     p.add_argument("--questions", choices=("espeak", "people"), default="espeak",
                    help="with --journeys --browser: who asks the voice and barge-in walks' questions into the fake "
                         "microphone (people: bench-turns' recordings, downloaded by pip if missing)")

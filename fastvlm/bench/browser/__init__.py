@@ -6,6 +6,6 @@ real page by headless Chromium on this machine (the laptop case: the browser sha
   page    the page-side recorder (the page's own clock) and small page helpers
   walks   one function per journey
   echo    the answers' own voice looped into the microphone (`--echo N`), through a modelled room if asked
-          (`acoustics`, `--echo-room`)
+          (`bench.acoustics`, `--echo-room`)
   run     all of them in order, the report (the engine-only report's shape, plus "driver": "browser")
 """

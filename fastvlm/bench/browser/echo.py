@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import media
 from . import page as pg
-from .acoustics import AcousticPath, RoomModel
+from ..acoustics import AcousticPath, RoomModel
 from .serve import CHROMIUM
 
 SINK, SOURCE = "fastvlm-room", "fastvlm-room-mic"

@@ -19,7 +19,7 @@ from ..first_piece import first_piece, first_piece_tokens
 from ..voice import QUESTIONS
 from ..people import recordings
 from . import echo, media, serve, walks
-from .acoustics import ROOMS, RoomModel
+from ..acoustics import ROOMS, RoomModel
 from . import page as pg
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ NOTES = {
             "after which the page showed a question it heard meanwhile (its own voice taken for one, and "
             "answered); echo_control: the same with the page's echo cancellation off; room: with --echo-room, "
             "the modelled loudspeaker and room the answers pass through to the microphone "
-            "(bench.browser.acoustics.ROOMS), null when straight",
+            "(bench.acoustics.ROOMS), null when straight",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fastvlm.bench.browser.acoustics import BLOCK, RATE, Room, RoomModel, band_pass, impulse_response
+from fastvlm.bench.acoustics import BLOCK, RATE, Room, RoomModel, band_pass, impulse_response
 
 QUIET = dataclasses.replace(RoomModel(), noise_dbfs=-400.0)  # no microphone noise: outputs compare exactly
 

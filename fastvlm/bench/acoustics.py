@@ -1,4 +1,5 @@
-"""A loudspeaker in a room between the page's speaker and its microphone, for the echo walk (`--echo-room`).
+"""A loudspeaker in a room between the page's speaker and its microphone, for the browser bench's echo walk
+(`bench --journeys --browser --echo N --echo-room`).
 
 The plain echo walk loops the page's sound straight into its microphone: the echo canceller's easiest case. A
 laptop in a room is harder: the sound leaves a small loudspeaker that distorts it, reaches the microphone late

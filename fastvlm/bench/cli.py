@@ -70,22 +70,25 @@ def journeys_conflict(args: argparse.Namespace) -> str | None:
     return f"--journeys times each tab with its own settings (--quick for short runs): drop {', '.join(given)}{why}"
 
 
-def run(args: argparse.Namespace, engine_factory) -> int:
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why these flags cannot go together (and what to add), or None."""
     if args.browser and not args.journeys:
-        log.error("--browser walks the journeys: add --journeys")
-        return 2
+        return "--browser walks the journeys: add --journeys"
     if args.journeys and (conflict := journeys_conflict(args)):
-        log.error("%s", conflict)
-        return 2
+        return conflict
     if args.echo and not args.browser:
-        log.error("--echo is a walk through the page: add --journeys --browser")
-        return 2
+        return "--echo is a walk through the page: add --journeys --browser"
     if args.echo_room and not args.echo:
-        log.error("--echo-room is how the echo walk's answers reach the microphone: add --echo N")
-        return 2
+        return "--echo-room is how the echo walk's answers reach the microphone: add --echo N"
     if args.questions != "espeak" and not args.browser:
-        log.error("--questions chooses who speaks into the page's microphone: add --journeys --browser "
-                  "(engine-only: bench-voice --questions people)")
+        return ("--questions chooses who speaks into the page's microphone: add --journeys --browser "
+                "(engine-only: bench-voice --questions people)")
+    return None
+
+
+def run(args: argparse.Namespace, engine_factory) -> int:
+    if refused := _refused(args):
+        log.error("%s", refused)
         return 2
     if args.compare_vision:
         return run_compare_vision(args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class RoomModel:
     delay_ms: float = 6.0  # the direct sound's flight (~2 m) and nothing else: device buffers come on top
     gain_db: float = -6.0  # the direct sound's level at the microphone against what the page plays
     reverb_db: float = -6.0  # the tail's energy against the direct sound's
-    drive: float = 2.0  # the loudspeaker's soft clipping: tanh(drive * x) / tanh(drive)
+    drive: float = 2.0  # the loudspeaker's soft clipping: tanh(drive * x) / tanh(drive); 0: none (a person)
     low_hz: float = 200.0  # the loudspeaker's band
     high_hz: float = 6000.0
     noise_dbfs: float = -60.0  # the microphone's own noise (RMS)
@@ -80,12 +80,26 @@ class Room:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """(block,) float samples the page played -> (block,) what the microphone hears of them."""
-        driven = np.tanh(self.model.drive * np.asarray(x, np.float64)) / np.tanh(self.model.drive)
+        driven = np.asarray(x, np.float64)
+        if self.model.drive:
+            driven = np.tanh(self.model.drive * driven) / np.tanh(self.model.drive)
         y = np.fft.irfft(np.fft.rfft(driven, self._nfft) * self._H, self._nfft)
         y[: self._tail.size] += self._tail
         out, self._tail = y[: self.block], y[self.block :].copy()
         noise = self._noise.standard_normal(self.block) * 10 ** (self.model.noise_dbfs / 20)
         return np.clip(out + noise, -1, 1).astype(np.float32)
+
+
+def person_in(room: str) -> RoomModel:
+    """A person about a metre from the microphone in one of `ROOMS`: the same reverberation, no loudspeaker."""
+    return replace(ROOMS[room], drive=0.0, low_hz=0.0, high_hz=7800.0, gain_db=0.0, delay_ms=0.0)
+
+
+def through(model: RoomModel, audio: np.ndarray, block: int = RATE) -> np.ndarray:
+    """A whole 16 kHz recording as the microphone hears it in `model` (same length; the tail past its end is cut)."""
+    room, x = Room(model, block), np.asarray(audio, np.float32)
+    padded = np.concatenate([x, np.zeros(-x.size % block, np.float32)])
+    return np.concatenate([room(padded[i : i + block]) for i in range(0, padded.size, block)])[: x.size]
 
 
 class AcousticPath:

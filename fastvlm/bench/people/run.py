@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..acoustics import person_in, through
 from ..stats import machine_info, summarize, write_report
 from ..turns import CUT_S, Spoken, hear_turn
 from .labels import UNITS, Unit
@@ -40,6 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speech-pad-ms", type=int, default=400, help="audio kept around the speech (as app.py)")
     p.add_argument("--whisper-model", default="tiny.en")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--room", choices=("office", "reverberant"),
+                   help="hear every unit as a microphone a metre away in this modelled room would "
+                        "(bench.acoustics: 0.4 or 0.8 s of reverberation, -60 dBFS of noise); labels and cuts stay "
+                        "those of the dry audio")
     p.add_argument("--report-json", type=Path)
 
 
@@ -125,11 +131,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if "espeak" in args.recordings:
         items += espeak_units(args.question_wpm)
+    room = person_in(args.room) if args.room else None
+    if room is not None:
+        items = [(name, unit, replace(spoken, audio=through(room, spoken.audio))) for name, unit, spoken in items]
     config = SpeechConfig(whisper_model=args.whisper_model, threads=args.threads,
                           end_silence_ms=args.end_silence_ms, speech_pad_ms=args.speech_pad_ms)
     transcriber, vad = WhisperTranscriber.load(config), silero_vad()
     report = {"machine": machine_info(args.threads), "chunk_s": args.chunk_s, "realtime": args.realtime,
-              "recordings": args.recordings, "rules": {}}
+              "recordings": args.recordings, "room": None if room is None else asdict(room), "rules": {}}
     for rule in args.rules:
         rows = hear(lambda rule=rule: taker_for(rule, vad, transcriber, config, judges), items, args.chunk_s,
                     args.realtime)

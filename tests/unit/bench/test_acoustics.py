@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fastvlm.bench.acoustics import BLOCK, RATE, Room, RoomModel, band_pass, impulse_response
+from fastvlm.bench.acoustics import BLOCK, RATE, Room, RoomModel, band_pass, impulse_response, person_in, through
 
 QUIET = dataclasses.replace(RoomModel(), noise_dbfs=-400.0)  # no microphone noise: outputs compare exactly
 
@@ -50,3 +50,14 @@ def test_the_microphone_hears_its_own_noise_in_silence():
     room = Room(RoomModel())
     heard = np.concatenate([room(np.zeros(BLOCK)) for _ in range(50)])
     assert 20 * np.log10(np.sqrt(np.mean(heard**2))) == pytest.approx(RoomModel().noise_dbfs, abs=0.5)
+
+
+@pytest.mark.parametrize("room", ["office", "reverberant"])
+def test_a_person_in_a_room_is_heard_through_its_reverberation_alone(room):
+    model = dataclasses.replace(person_in(room), noise_dbfs=-400.0)
+    x = np.random.default_rng(5).uniform(-0.2, 0.2, 3 * RATE + 123)  # under full scale with its reverberation
+    heard = through(model, x)
+    assert heard.shape == x.shape  # a recording keeps its length and its times
+    np.testing.assert_allclose(heard, np.convolve(x, impulse_response(model))[: x.size], atol=1e-5)  # linear
+    np.testing.assert_allclose(through(model, 0.5 * x), 0.5 * heard, atol=1e-6)  # no loudspeaker's clipping
+    assert gain_at(impulse_response(dataclasses.replace(model, reverb_db=-400.0)), 100) == pytest.approx(1, abs=0.05)

@@ -254,3 +254,29 @@ def test_bench_voice_asks_the_units_that_are_questions_of_three_words_or_more(mo
     assert [q[2] for q in asked] == ["How did he not know that?", "Why not me?"]
     audio, end_s, _, start_s = asked[0]
     assert audio is items[1][2].audio and (start_s, end_s) == (items[1][2].start_s, items[1][2].end_s)
+
+
+def test_with_a_room_every_unit_is_heard_through_it_and_the_report_says_which(tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    import fastvlm.speech as speech
+    from fastvlm.bench.acoustics import person_in, through
+    from fastvlm.bench.turns import Spoken
+
+    unit, dry = Unit(0.5, 1.5, "a question"), Spoken(np.sin(np.arange(32_000) / 5).astype(np.float32), "q", 0.5, 1.5)
+    monkeypatch.setattr(run, "units", lambda names, folder: [(name, unit, dry) for name in names])
+    heard = []
+    monkeypatch.setattr(run, "hear", lambda new_taker, items, chunk_s, realtime: heard.extend(items) or [
+        _row(recording=name, mids=0, text=u.text) for name, u, _ in items])
+    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: object()))
+    monkeypatch.setattr(speech, "silero_vad", lambda: object())
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    args = parser.parse_args(["--no-fetch", "--recordings", "call", "--rules", "silence", "--room", "reverberant",
+                              "--report-json", str(tmp_path / "turns.json")])
+    assert run.run(args) == 0
+    [(_, _, wet)] = heard
+    np.testing.assert_array_equal(wet.audio, through(person_in("reverberant"), dry.audio))
+    assert (wet.start_s, wet.end_s) == (dry.start_s, dry.end_s)  # the labels stay those of the dry audio
+    assert json.loads((tmp_path / "turns.json").read_text())["room"]["rt60_s"] == 0.8

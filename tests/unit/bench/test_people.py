@@ -196,11 +196,21 @@ def test_answers_begun_and_withdrawn_are_counted_and_the_end_is_timed_from_the_l
     assert row["after_end_s"] == pytest.approx(26 * 0.04 - 1.5)  # known at the 26th chunk, spoken to 1.5 s
 
 
-def test_the_bench_reports_people_and_espeak_apart_for_each_rule(tmp_path, monkeypatch, capsys):
+def _no_models(monkeypatch, *argv: str):
+    """bench-turns' arguments, with Whisper and Silero replaced by nothing (the tests script `hear`)."""
     import argparse
-    import json
 
     import fastvlm.speech as speech
+
+    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: object()))
+    monkeypatch.setattr(speech, "silero_vad", lambda: object())
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_the_bench_reports_people_and_espeak_apart_for_each_rule(tmp_path, monkeypatch, capsys):
+    import json
 
     unit = Unit(2.0, 3.0, "a question")
     monkeypatch.setattr(run, "units", lambda names, folder: [(name, unit, None) for name in names])
@@ -208,13 +218,8 @@ def test_the_bench_reports_people_and_espeak_apart_for_each_rule(tmp_path, monke
     monkeypatch.setattr(run, "hear", lambda new_taker, items, chunk_s, realtime: [
         _row(recording=name, mids=0, text=u.text, heard="a question" if name == "call" else "")
         for name, u, _ in items])
-    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: object()))
-    monkeypatch.setattr(speech, "silero_vad", lambda: object())
-    parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
-    args = parser.parse_args(["--no-fetch", "--recordings", "call", "espeak", "--rules", "transcript", "silence",
-                              "--report-json", str(tmp_path / "turns.json")])
-    assert run.run(args) == 0
+    assert run.run(_no_models(monkeypatch, "--no-fetch", "--recordings", "call", "espeak", "--rules", "transcript",
+                              "silence", "--report-json", str(tmp_path / "turns.json"))) == 0
     report = json.loads((tmp_path / "turns.json").read_text())
     assert list(report["rules"]) == ["transcript", "silence"]
     for got in report["rules"].values():
@@ -257,10 +262,8 @@ def test_bench_voice_asks_the_units_that_are_questions_of_three_words_or_more(mo
 
 
 def test_with_a_room_every_unit_is_heard_through_it_and_the_report_says_which(tmp_path, monkeypatch):
-    import argparse
     import json
 
-    import fastvlm.speech as speech
     from fastvlm.bench.acoustics import person_in, through
     from fastvlm.bench.turns import Spoken
 
@@ -269,13 +272,8 @@ def test_with_a_room_every_unit_is_heard_through_it_and_the_report_says_which(tm
     heard = []
     monkeypatch.setattr(run, "hear", lambda new_taker, items, chunk_s, realtime: heard.extend(items) or [
         _row(recording=name, mids=0, text=u.text) for name, u, _ in items])
-    monkeypatch.setattr(speech.WhisperTranscriber, "load", classmethod(lambda cls, config: object()))
-    monkeypatch.setattr(speech, "silero_vad", lambda: object())
-    parser = argparse.ArgumentParser()
-    run.add_arguments(parser)
-    args = parser.parse_args(["--no-fetch", "--recordings", "call", "--rules", "silence", "--room", "reverberant",
-                              "--report-json", str(tmp_path / "turns.json")])
-    assert run.run(args) == 0
+    assert run.run(_no_models(monkeypatch, "--no-fetch", "--recordings", "call", "--rules", "silence", "--room",
+                              "reverberant", "--report-json", str(tmp_path / "turns.json"))) == 0
     [(_, _, wet)] = heard
     np.testing.assert_array_equal(wet.audio, through(person_in("reverberant"), dry.audio))
     assert (wet.start_s, wet.end_s) == (dry.start_s, dry.end_s)  # the labels stay those of the dry audio

@@ -18,7 +18,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import media
+from ...speech.stt import word_errors
+from . import media, walks
 from . import page as pg
 from ..acoustics import AcousticPath, RoomModel
 from .serve import CHROMIUM
@@ -26,6 +27,7 @@ from .serve import CHROMIUM
 SINK, SOURCE = "fastvlm-room", "fastvlm-room-mic"
 SPEAKER = "fastvlm-room-speaker"  # with `--echo-room`: the page plays here, and reaches SINK through the room
 INSTALL = "apt-get install pulseaudio pulseaudio-utils"
+LEAD_S = 0.3  # silence before each question in its file
 # The voice tab opens the webcam; with no fake devices the camera is a canvas, and the echo control can turn the
 # canceller off under the app's own constraints (`window.__fvEcho`, read at every getUserMedia).
 CANVAS_CAMERA = r"""(() => {
@@ -119,12 +121,13 @@ def write_questions(folder: Path, questions: tuple[str, ...], n: int) -> list[tu
     out = []
     for k in range(n):
         text = questions[k % len(questions)]
-        out.append((text, media.write_questions(folder / f"q{k}.wav", (text,), slot_s=8.0, lead_s=0.3).path))
+        out.append((text, media.write_questions(folder / f"q{k}.wav", (text,), slot_s=8.0, lead_s=LEAD_S).path))
     return out
 
 
-def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, cancel_echo: bool = True) -> dict:
-    """Hands-free; per question played into the room, the answer's stops while it played for `listen_s`."""
+@contextmanager
+def _hands_free(browser, url: str, cancel_echo: bool = True):
+    """A new person on the Voice + camera tab, hands-free and listening -> (page, the echo cancellation applied)."""
     context = browser.new_context(viewport={"width": 1280, "height": 1000}, permissions=["camera", "microphone"])
     context.add_init_script(CANVAS_CAMERA if cancel_echo else "window.__fvEcho = false;\n" + CANVAS_CAMERA)
     context.add_init_script(pg.RECORDER)
@@ -136,14 +139,62 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
         pg.watch(page, "transcript", "#voice-transcript textarea")
         page.locator("#voice-start").click()
         page.wait_for_function("() => window.__fvLink && window.__fvLink.state === 'on'")
-        applied = page.evaluate("() => window.__fvCapture && window.__fvCapture.getSettings().echoCancellation")
-        rows = [_answer(page, text, wav, listen_s) for text, wav in questions]
+        yield page, page.evaluate("() => window.__fvCapture && window.__fvCapture.getSettings().echoCancellation")
         page.locator("#voice-stop").click()
     finally:
         context.close()
+
+
+def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, cancel_echo: bool = True) -> dict:
+    """Hands-free; per question played into the room, the answer's stops while it played for `listen_s`."""
+    with _hands_free(browser, url, cancel_echo) as (page, applied):
+        rows = [_answer(page, text, wav, listen_s) for text, wav in questions]
     return {"echo_cancellation": applied, "answers": len(rows), "answered": sum(r["sounded"] for r in rows),
             "stopped": sum(1 for r in rows if r["stops"]), "stops": sum(r["stops"] for r in rows),
             "heard": sum(1 for r in rows if r["heard_after"]), "runs": rows}
+
+
+def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: float) -> dict:
+    """In the room, each question after the first is played `after_s` into the answer to the one before: the
+    person talks over the answer while its echo reaches the microphone too. Per question: its speech start (when
+    `paplay` was started, plus the file's lead-in; PulseAudio's own latency not counted) -> the sound held or
+    hushed (`walks.barge_rows`), and the transcript the page showed for it."""
+    starts, players = [], []
+    with _hands_free(browser, url) as (page, _):
+        for k, (_, wav) in enumerate(questions):
+            if k and (first := _next_sound(page, len(starts) - 1)) is None:
+                break
+            if k:
+                time.sleep(max(0.0, first + after_s - time.time()))
+            starts.append(time.time() + LEAD_S)
+            players.append(subprocess.Popen(["paplay", f"--device={SINK}", str(wav)]))
+        _next_sound(page, len(starts) - 1)
+        hushes, holds = page.evaluate("() => [window.__fvLink.hushes, window.__fvLink.holds]")
+        rec = pg.recorded(page)
+    for player in players:
+        player.wait(timeout=30)
+    shown = [(t, text) for t, key, text in rec["log"] if key == "transcript" and text.strip()]
+    heard = [next((text for t, text in shown if t > at), "") for at in starts[1:]]
+    rows = walks.barge_rows({**rec, "speech_starts": starts[1:]}, hushes, holds)
+    return {"questions": len(starts) - 1, "stopped": len(rows), "runs": rows,
+            "heard": [{"question": q, "transcript": h} for (q, _), h in zip(questions[1:], heard)],
+            "wer": _wer([q for q, _ in questions[1 : len(starts)]], heard)}
+
+
+def _wer(said: list[str], heard: list[str]) -> float | None:
+    counts = [word_errors(s, h) for s, h in zip(said, heard)]
+    return sum(e for e, _ in counts) / sum(n for _, n in counts) if counts else None
+
+
+def _next_sound(page, k: int, timeout_s: float = 30.0) -> float | None:
+    """When the answer to the question `k` (0-based) began to sound in the page; None if it did not in time."""
+    end = time.time() + timeout_s
+    while time.time() < end:
+        plays = pg.recorded(page)["plays"]
+        if len(plays) > k:
+            return plays[k]
+        time.sleep(0.05)
+    return None
 
 
 def _answer(page, question: str, wav: Path, listen_s: float) -> dict:

@@ -28,6 +28,7 @@ SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own st
 # the first sound has been measured, and cuts the rest off (barge-in, on by default)
 SLOT_S = 12.0
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
+ROOM_BARGE_INS, ROOM_BARGE_AFTER_S = 8, 2.0  # with --echo-room: questions over answers, this far into their sound
 ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
@@ -62,7 +63,10 @@ NOTES = {
             "after which the page showed a question it heard meanwhile (its own voice taken for one, and "
             "answered); echo_control: the same with the page's echo cancellation off; room: with --echo-room, "
             "the modelled loudspeaker and room the answers pass through to the microphone "
-            "(bench.acoustics.ROOMS), null when straight",
+            "(bench.acoustics.ROOMS), null when straight; barge_in (with --echo-room): 8 questions each played 2 s "
+            "into the answer before's sound, so the person talks over the answer's echo: speech start (paplay "
+            "started + the file's 0.3 s lead-in; PulseAudio's latency not counted) -> the sound held or hushed, the "
+            "transcript shown for each and their WER",
     "stop": "Stop click event (page clock) -> engine idle (observed in this process); prepare is refused for these "
             "uploads (as when the engine was busy at upload) so that the question itself encodes and prefills",
 }
@@ -190,6 +194,8 @@ def _echo(browser, url: str, tmp: Path, n: int, acoustic: RoomModel | None = Non
         other = echo.launch(browser)
         try:
             on = echo.walk(other, url, questions, ECHO_LISTEN_S)
+            if acoustic is not None:  # and a person talking over the answers in that room
+                on["barge_in"] = echo.barge_in(other, url, questions[:ROOM_BARGE_INS + 1], ROOM_BARGE_AFTER_S)
             off = echo.walk(other, url, questions[:2], ECHO_LISTEN_S, cancel_echo=False)
         finally:
             other.close()

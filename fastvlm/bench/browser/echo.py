@@ -28,6 +28,7 @@ SINK, SOURCE = "fastvlm-room", "fastvlm-room-mic"
 SPEAKER = "fastvlm-room-speaker"  # with `--echo-room`: the page plays here, and reaches SINK through the room
 INSTALL = "apt-get install pulseaudio pulseaudio-utils"
 LEAD_S = 0.3  # silence before each question in its file
+ANSWER_WAIT_S = 8.0  # the room's barge-in walk waits this long for a question's answer to sound, then goes on
 # The voice tab opens the webcam; with no fake devices the camera is a canvas, and the echo control can turn the
 # canceller off under the app's own constraints (`window.__fvEcho`, read at every getUserMedia).
 CANVAS_CAMERA = r"""(() => {
@@ -155,20 +156,20 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
 
 
 def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: float) -> dict:
-    """In the room, each question after the first is played `after_s` into the answer to the one before: the
-    person talks over the answer while its echo reaches the microphone too. Per question: its speech start (when
+    """In the room, each question after the first is played `after_s` into the answer to the one before (if that
+    question got none within `ANSWER_WAIT_S`, then): the person talks over the answer while its echo reaches the
+    microphone too. Per question: its speech start (when
     `paplay` was started, plus the file's lead-in; PulseAudio's own latency not counted) -> the sound held or
     hushed (`walks.barge_rows`), and the transcript the page showed for it."""
     starts, players = [], []
     with _hands_free(browser, url) as (page, _):
         for k, (_, wav) in enumerate(questions):
-            if k and (first := _next_sound(page, len(starts) - 1)) is None:
-                break
-            if k:
-                time.sleep(max(0.0, first + after_s - time.time()))
+            if k:  # into the answer to the question before; unheard, that one's still playing (or the room's quiet)
+                sounded = _sound_after(page, starts[-1], ANSWER_WAIT_S)
+                time.sleep(max(0.0, (sounded or time.time()) + after_s - time.time()))
             starts.append(time.time() + LEAD_S)
             players.append(subprocess.Popen(["paplay", f"--device={SINK}", str(wav)]))
-        _next_sound(page, len(starts) - 1)
+        _sound_after(page, starts[-1], ANSWER_WAIT_S)
         hushes, holds = page.evaluate("() => [window.__fvLink.hushes, window.__fvLink.holds]")
         rec = pg.recorded(page)
     for player in players:
@@ -186,13 +187,12 @@ def _wer(said: list[str], heard: list[str]) -> float | None:
     return sum(e for e, _ in counts) / sum(n for _, n in counts) if counts else None
 
 
-def _next_sound(page, k: int, timeout_s: float = 30.0) -> float | None:
-    """When the answer to the question `k` (0-based) began to sound in the page; None if it did not in time."""
+def _sound_after(page, at: float, timeout_s: float) -> float | None:
+    """When an answer began to sound in the page after `at` (wall clock); None if none did within `timeout_s`."""
     end = time.time() + timeout_s
     while time.time() < end:
-        plays = pg.recorded(page)["plays"]
-        if len(plays) > k:
-            return plays[k]
+        if later := [t for t in pg.recorded(page)["plays"] if t > at]:
+            return later[0]
         time.sleep(0.05)
     return None
 

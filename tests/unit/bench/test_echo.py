@@ -67,3 +67,7 @@ def test_the_room_barge_in_walk_times_each_question_over_an_answer_and_pairs_it_
     assert out["questions"] == out["stopped"] == 2
     assert [h["transcript"] for h in out["heard"]] == ["What color is it?", "Where is the red cup?"]
     assert out["wer"] == 1 / 8  # "red" inserted, over the 8 words asked over the answers
+    clock.now, rec["plays"], played[:] = 1000.0, [1001.0], []  # no answer comes to the second question
+    out = echo.barge_in(None, "http://x", questions, after_s=2.0)
+    assert played[1][0] == 1003.0 and played[2][0] == pytest.approx(1003.0 + 8 + 2, abs=0.06)  # ANSWER_WAIT_S, 2 s
+    assert out["stopped"] == 1 and [h["transcript"] for h in out["heard"]] == ["What color is it?", ""]

@@ -158,9 +158,9 @@ def walk(browser, url: str, questions: list[tuple[str, Path]], listen_s: float, 
 def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: float) -> dict:
     """In the room, each question after the first is played `after_s` into the answer to the one before (if that
     question got none within `ANSWER_WAIT_S`, then): the person talks over the answer while its echo reaches the
-    microphone too. Per question: its speech start (when
-    `paplay` was started, plus the file's lead-in; PulseAudio's own latency not counted) -> the sound held or
-    hushed (`walks.barge_rows`), and the transcript the page showed for it."""
+    microphone too. Per question: its speech start (when `paplay` was started, plus the file's lead-in;
+    PulseAudio's own latency not counted) -> the sound held or hushed (`walks.barge_rows`), and the transcript the
+    page showed for it (`heard_per_question`)."""
     starts, players = [], []
     with _hands_free(browser, url) as (page, _):
         for k, (_, wav) in enumerate(questions):
@@ -175,11 +175,18 @@ def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: floa
     for player in players:
         player.wait(timeout=30)
     shown = [(t, text) for t, key, text in rec["log"] if key == "transcript" and text.strip()]
-    heard = [next((text for t, text in shown if t > at), "") for at in starts[1:]]
+    heard = heard_per_question(shown, starts[1:])
     rows = walks.barge_rows({**rec, "speech_starts": starts[1:]}, hushes, holds)
     return {"questions": len(starts) - 1, "stopped": len(rows), "runs": rows,
             "heard": [{"question": q, "transcript": h} for (q, _), h in zip(questions[1:], heard)],
             "wer": _wer([q for q, _ in questions[1 : len(starts)]], heard)}
+
+
+def heard_per_question(shown: list[tuple[float, str]], starts: list[float]) -> list[str]:
+    """The transcript the page showed last between each question's start and the next one's ("" if none): one
+    heard late, or twice, is not counted for the question after it."""
+    ends = [*starts[1:], float("inf")]
+    return [next((text for t, text in reversed(shown) if a < t < b), "") for a, b in zip(starts, ends)]
 
 
 def _wer(said: list[str], heard: list[str]) -> float | None:

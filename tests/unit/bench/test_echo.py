@@ -70,4 +70,11 @@ def test_the_room_barge_in_walk_times_each_question_over_an_answer_and_pairs_it_
     clock.now, rec["plays"], played[:] = 1000.0, [1001.0], []  # no answer comes to the second question
     out = echo.barge_in(None, "http://x", questions, after_s=2.0)
     assert played[1][0] == 1003.0 and played[2][0] == pytest.approx(1003.0 + 8 + 2, abs=0.06)  # ANSWER_WAIT_S, 2 s
-    assert out["stopped"] == 1 and [h["transcript"] for h in out["heard"]] == ["What color is it?", ""]
+    assert out["stopped"] == 1  # the last transcript shown before the third question began is the second's:
+    assert [h["transcript"] for h in out["heard"]] == ["Where is the red cup?", ""]
+
+
+def test_each_question_gets_the_last_transcript_shown_before_the_next_one_began():
+    shown = [(1.0, "What am"), (2.0, "What am I holding?"), (7.0, "usual on the table.")]
+    assert echo.heard_per_question(shown, [0.5, 5.0, 6.5]) == ["What am I holding?", "", "usual on the table."]
+    assert echo.heard_per_question([], [0.5]) == [""]

@@ -6,27 +6,27 @@ laptop in a room is harder: the sound leaves a small loudspeaker that distorts i
 and again off every wall for a few hundred milliseconds, over the microphone's own noise. `AcousticPath` plays
 that between two PulseAudio null sinks: what the page plays (`SPEAKER`) is read by `parec`, passed through
 `Room` (soft clipping, a band-limited reverberant impulse response, a delay, noise) and written by `pacat` into
-the sink whose monitor is the page's microphone (`echo.SINK`). It is a model with stated numbers, not a
-recording of a real room.
+the sink whose monitor is the page's microphone (`echo.SINK`). `bench-turns --room` hears people's questions in
+the same rooms (`person_in`, `through`: the reverberation and noise, no loudspeaker). A model with stated
+numbers, not a recording of a real room.
 """
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import threading
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-log = logging.getLogger(__name__)
 RATE = 16_000  # the path runs at 16 kHz: PulseAudio resamples either side
 BLOCK = 320  # 20 ms
 
 
 @dataclass(frozen=True)
 class RoomModel:
-    """The acoustic path from a laptop's loudspeaker to its microphone (defaults: an office or living room)."""
+    """The acoustic path to a laptop's microphone from its loudspeaker (defaults: an office or living room), or
+    from a person (`person_in`)."""
 
     rt60_s: float = 0.4  # reverberation: time for the tail to fall 60 dB
     delay_ms: float = 6.0  # the direct sound's flight (~2 m) and nothing else: device buffers come on top

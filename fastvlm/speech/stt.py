@@ -272,3 +272,10 @@ def word_errors(reference: str, hypothesis: str) -> tuple[int, int]:
 def word_error_rate(reference: str, hypothesis: str) -> float:
     errors, words = word_errors(reference, hypothesis)
     return errors / words if words else float(errors > 0)
+
+
+def pooled_word_error_rate(pairs: Iterable[tuple[str, str]]) -> float | None:
+    """Word errors over words, each summed over (reference, hypothesis) pairs, so a long question weighs more
+    than a short one; None when there are no pairs."""
+    counts = [word_errors(reference, hypothesis) for reference, hypothesis in pairs]
+    return sum(e for e, _ in counts) / sum(n for _, n in counts) if counts else None

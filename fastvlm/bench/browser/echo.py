@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...speech.stt import word_errors
+from ...speech.stt import pooled_word_error_rate
 from . import media, walks
 from . import page as pg
 from ..acoustics import AcousticPath, RoomModel
@@ -179,7 +179,7 @@ def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: floa
     rows = walks.barge_rows({**rec, "speech_starts": starts[1:]}, hushes, holds)
     return {"questions": len(starts) - 1, "stopped": len(rows), "runs": rows,
             "heard": [{"question": q, "transcript": h} for (q, _), h in zip(questions[1:], heard)],
-            "wer": _wer([q for q, _ in questions[1 : len(starts)]], heard)}
+            "wer": pooled_word_error_rate(zip([q for q, _ in questions[1 : len(starts)]], heard))}
 
 
 def heard_per_question(shown: list[tuple[float, str]], starts: list[float]) -> list[str]:
@@ -187,11 +187,6 @@ def heard_per_question(shown: list[tuple[float, str]], starts: list[float]) -> l
     heard late, or twice, is not counted for the question after it."""
     ends = [*starts[1:], float("inf")]
     return [next((text for t, text in reversed(shown) if a < t < b), "") for a, b in zip(starts, ends)]
-
-
-def _wer(said: list[str], heard: list[str]) -> float | None:
-    counts = [word_errors(s, h) for s, h in zip(said, heard)]
-    return sum(e for e, _ in counts) / sum(n for _, n in counts) if counts else None
 
 
 def _sound_after(page, at: float, timeout_s: float) -> float | None:

@@ -98,20 +98,19 @@ def hear(new_taker, items, chunk_s: float, realtime: bool) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     """Cuts, the ends of finished units, answers withdrawn and the call's WER, over one rule's rows."""
-    from ...speech.stt import word_errors
+    from ...speech.stt import pooled_word_error_rate
 
     ends = [r for r in rows if r["finished"] and not r["cut"] and r["ended_by"] is not None]
     by: dict[str, int] = {}
     for r in ends:
         by[r["ended_by"]] = by.get(r["ended_by"], 0) + 1
-    errors = [word_errors(r["text"], r["heard"] or "") for r in rows if r["recording"] == "call"]
     return {"cut": sum(r["cut"] for r in rows), "of": len(rows), "of_paused": sum(r["mids"] > 0 for r in rows),
             "cut_paused": sum(r["cut"] for r in rows if r["mids"]),
             "cut_units": [r["text"][:60] for r in rows if r["cut"]],
             "never_ended": sum(r["ended_by"] is None for r in rows),
             "end_after_s": summarize([r["after_end_s"] for r in ends]), "ended_by": by,
             "begun": sum(r["begun"] for r in rows), "withdrawn": sum(r["withdrawn"] for r in rows),
-            "call_wer": sum(e for e, _ in errors) / sum(n for _, n in errors) if errors else None}
+            "call_wer": pooled_word_error_rate((r["text"], r["heard"] or "") for r in rows if r["recording"] == "call")}
 
 
 def run(args: argparse.Namespace) -> int:

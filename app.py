@@ -242,6 +242,7 @@ def load_engine(args: argparse.Namespace):
 
 def _build_engine(args: argparse.Namespace, paths, report):
     from fastvlm.cli.main import engine_config, model_paths
+    from fastvlm.cli.slow_cpu import slow_cpu_warning
     from fastvlm.engine.engine import Engine
 
     config = engine_config(args, paths or model_paths(args, report=report))
@@ -252,18 +253,6 @@ def _build_engine(args: argparse.Namespace, paths, report):
     if warning := slow_cpu_warning(config.resolution):
         log.warning(warning)
     return engine
-
-
-def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> str | None:
-    """What the app says at start-up when it will answer at 1024 px on a CPU with AVX2 but no AVX-512."""
-    from fastvlm.engine.config import TRAINED_RESOLUTION
-    from fastvlm.engine.cpu import narrow_vectors
-
-    if resolution < TRAINED_RESOLUTION or not narrow_vectors(flags):
-        return None
-    return (f"this CPU has AVX2 but no AVX-512: a new image at {resolution} px may take several seconds to its first "
-            "answer (6.1 s on a 2-core AMD EPYC without AVX-512, 1.4 s there at 512 px; docs/performance.md). "
-            "--resolution 512 (FASTVLM_RESOLUTION=512) answers sooner; `python -m fastvlm doctor` says more")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 import app
+from fastvlm.cli.slow_cpu import slow_cpu_warning
 from fastvlm.engine.events import ModelFileError
 from ui import create_app, launch
 
@@ -145,7 +146,7 @@ AVX512_BF16 = frozenset({"avx2", "fma", "avx512f", "avx512_bf16"})  # the CPUs t
     (1024, frozenset({"sse4_2"}), False),  # no AVX2 at all: doctor's AVX2 warning, not this one
 ])
 def test_the_app_warns_at_start_up_of_1024_px_on_a_cpu_without_avx512(resolution, flags, warned):
-    warning = app.slow_cpu_warning(resolution, flags)
+    warning = slow_cpu_warning(resolution, flags)
     assert (warning is not None) == warned
     if warned:
         assert "AVX-512" in warning and "--resolution 512" in warning and "doctor" in warning

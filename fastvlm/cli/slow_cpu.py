@@ -1,0 +1,15 @@
+"""What the app says at start-up when one of its settings will be slow on this CPU (pure: flags in, text out)."""
+
+from __future__ import annotations
+
+from ..engine.config import TRAINED_RESOLUTION
+from ..engine.cpu import narrow_vectors
+
+
+def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> str | None:
+    """What the app says at start-up when it will answer at 1024 px on a CPU with AVX2 but no AVX-512."""
+    if resolution < TRAINED_RESOLUTION or not narrow_vectors(flags):
+        return None
+    return (f"this CPU has AVX2 but no AVX-512: a new image at {resolution} px may take several seconds to its first "
+            "answer (6.1 s on a 2-core AMD EPYC without AVX-512, 1.4 s there at 512 px; docs/performance.md). "
+            "--resolution 512 (FASTVLM_RESOLUTION=512) answers sooner; `python -m fastvlm doctor` says more")

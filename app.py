@@ -89,6 +89,12 @@ def root_path(value: str) -> str:
     return path
 
 
+def _turns(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of turns (0: no conversation)")
+    return int(text)
+
+
 def add_voice_arguments(p: argparse.ArgumentParser) -> None:
     from fastvlm.cli.main import env_flag
 
@@ -116,6 +122,10 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
                                                                    "a spoken question")
     v.add_argument("--speech-pad-ms", type=int, default=400,
                    help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
+    v.add_argument("--voice-turns", type=_turns, default=env("FASTVLM_VOICE_TURNS"),
+                   help="a spoken question follows on from this many earlier questions and answers (default 3, "
+                        "the tab's voice_history_turns; 0: each stands alone). They are prefilled again with every "
+                        "new camera frame: up to ~1 s each on 2 cores without AVX-512 [FASTVLM_VOICE_TURNS]")
     v.add_argument("--words-ahead-s", type=float, default=0.0,
                    help="once a spoken question's frame is prepared, hear its words every this many seconds of "
                         "speech (e.g. 0.8) and prefill them; sooner answers to long questions when the browser runs "
@@ -278,12 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         routes, mcp = served_routes(engine, args, settings)
         from fastvlm.api import is_loopback
-        from ui import create_app, launch
+        from fastvlm.cli.slow_cpu import slow_voice_warning
+        from ui import AppSettings, create_app, launch
 
         if not args.protect_page and not is_loopback(args.host):
             log.warning("the page and its Gradio endpoints (ask_image, prepare_image, ...) are open to anyone who "
                         "can reach %s: --protect-page puts them behind a login", args.host)
-        demo = create_app(engine, speech=load_speech(args), api=settings)  # voice lines: the API's proxies
+        tab = AppSettings() if args.voice_turns is None else AppSettings(voice_history_turns=args.voice_turns)
+        if not (args.no_voice or args.backend) and (warning := slow_voice_warning(tab.voice_history_turns)):
+            log.warning(warning)
+        demo = create_app(engine, tab, load_speech(args), api=settings)  # voice lines: the API's proxies
         launch(demo, args.host, args.port, routes=routes,
                lifespan=mcp.lifespan if mcp else None, page_key=args.api_key if args.protect_page else None,
                root_path=args.root_path)

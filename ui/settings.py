@@ -40,7 +40,7 @@ class AppSettings:
     # a question follows on from the last this many turns (question + answer as decoded) since Start: "What is
     # written on it?" after "What am I holding?". They are prefilled with the question's frame while it is spoken
     # (each turn's positions: its words, up to voice_max_new_tokens of answer); 0: every question stands alone
-    voice_history_turns: int = 3
+    voice_history_turns: int = 3  # app.py's --voice-turns
     # the spoken answer's text on the page at most this often: each update costs CPU its decoding needs (0.05 s
     # updates made the first sound ~0.13 s later through the page on 2 cores, docs/voice.md); speech never waits
     voice_update_s: float = 0.3

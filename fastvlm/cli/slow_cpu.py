@@ -13,3 +13,15 @@ def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> st
     return (f"this CPU has AVX2 but no AVX-512: a new image at {resolution} px may take several seconds to its first "
             "answer (6.1 s on a 2-core AMD EPYC without AVX-512, 1.4 s there at 512 px; docs/performance.md). "
             "--resolution 512 (FASTVLM_RESOLUTION=512) answers sooner; `python -m fastvlm doctor` says more")
+
+
+def slow_voice_warning(turns: int, flags: frozenset[str] | None = None) -> str | None:
+    """What the app says at start-up when a voice conversation's turns will hold up its answers on this CPU:
+    each is prefilled again after every new camera frame (the frame comes first in the prompt, docs/voice.md)."""
+    if not turns or not narrow_vectors(flags):
+        return None
+    return (f"this CPU has AVX2 but no AVX-512: the {turns} earlier turn(s) of a voice conversation are prefilled "
+            "again with every new camera frame, up to ~1 s a turn (a 96-token answer) on a 2-core AMD EPYC without "
+            "AVX-512, and a spoken question's answer waits for them (through the page there, the first sound "
+            "2.2 s after the question with 3 turns, 1.7 s with none: medians of three runs each; "
+            "docs/performance.md). --voice-turns 1 or 0 (FASTVLM_VOICE_TURNS) answers sooner")

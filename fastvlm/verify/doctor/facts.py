@@ -24,7 +24,8 @@ NARROW_DETAIL = ("AVX2 without AVX-512: the vision encoder runs in f32 on 256-bi
                  "on an AVX-512 BF16 CPU (a 2-core AMD EPYC without AVX-512: 0.84 s at 512 px, 3.4 s at 1024, "
                  "docs/performance.md)")
 NARROW_FIX = ("answer at 512 px (--resolution 512); int8 vision (convert --int8, then --vision int8) took 0.65x / "
-              "0.56x the f32 time there: check its answers with doctor --int8-vision")
+              "0.56x the f32 time there: check its answers with doctor --int8-vision; for hands-free voice, fewer "
+              "conversation turns (--voice-turns 1 or 0: each is ~1 s of prefill again with every new camera frame)")
 
 
 def machine_section(threads: int) -> tuple[Section, dict]:

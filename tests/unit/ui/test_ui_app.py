@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import app
-from fastvlm.cli.slow_cpu import slow_cpu_warning
+from fastvlm.cli.slow_cpu import slow_cpu_warning, slow_voice_warning
 from fastvlm.engine.events import ModelFileError
 from ui import create_app, launch
 
@@ -325,3 +325,39 @@ def test_the_build_resolves_weights_not_yet_found_with_the_loaders_report(monkey
             app._build_engine(args, paths, stages.append)
     assert looked == [stages.append]  # only the build without paths looked, and a download's stages reach the header
     assert [p.vision for p in configured] == [Path("/m/vision.onnx"), Path("/here/vision.onnx")]
+
+
+@pytest.mark.parametrize(("argv", "env", "turns"), [([], None, 3), (["--voice-turns", "0"], None, 0),
+                                                    ([], "1", 1), (["--voice-turns", "2"], "0", 2)])
+def test_the_voice_conversations_turns_reach_the_tab_from_the_flag_or_its_variable(monkeypatch, argv, env, turns):
+    import ui
+
+    if env is not None:
+        monkeypatch.setenv("FASTVLM_VOICE_TURNS", env)
+    built = {}
+    monkeypatch.setattr(app, "load_engine", lambda args: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(app, "served_routes", lambda engine, args, settings: ((), None))
+    monkeypatch.setattr(ui, "create_app", lambda engine, settings, speech, api: built.setdefault("tab", settings))
+    monkeypatch.setattr(ui, "launch", lambda *a, **k: None)
+    assert app.main(["--no-voice", "--no-mcp", *argv]) == 0
+    assert built["tab"].voice_history_turns == turns
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1.5"])
+def test_a_voice_turns_value_that_is_not_a_count_is_one_line_and_exit_2(capsys, value):
+    with pytest.raises(SystemExit) as done:
+        app.build_parser().parse_args(["--voice-turns", value])
+    assert done.value.code == 2 and f"{value!r} is not a whole number of turns" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("turns, flags, warned", [
+    (3, AVX2_ONLY, True),
+    (1, AVX2_ONLY, True),
+    (0, AVX2_ONLY, False),  # no conversation: nothing is prefilled again
+    (3, AVX512_BF16, False),
+])
+def test_the_app_warns_at_start_up_of_a_voice_conversation_on_a_cpu_without_avx512(turns, flags, warned):
+    warning = slow_voice_warning(turns, flags)
+    assert (warning is not None) == warned
+    if warned:
+        assert f"{turns} earlier turn(s)" in warning and "--voice-turns" in warning

@@ -199,6 +199,7 @@ def test_the_machine_section_warns_when_vectors_are_narrow(narrow, monkeypatch):
     assert [c.status for c in speed] == (["warn"] if narrow else [])  # shown with its fix; the exit code unchanged
     if narrow:
         assert "AVX-512" in speed[0].detail and "--resolution 512" in speed[0].fix and "--vision int8" in speed[0].fix
+        assert "--voice-turns" in speed[0].fix
 
 
 @pytest.mark.parametrize("top1, kl, status", [

@@ -21,7 +21,7 @@ def slow_voice_warning(turns: int, flags: frozenset[str] | None = None) -> str |
     if not turns or not narrow_vectors(flags):
         return None
     return (f"this CPU has AVX2 but no AVX-512: the {turns} earlier turn(s) of a voice conversation are prefilled "
-            "again with every new camera frame, up to ~1 s a turn (a 96-token answer) on a 2-core AMD EPYC without "
-            "AVX-512, and a spoken question's answer waits for them (through the page there, the first sound "
-            "2.2 s after the question with 3 turns, 1.7 s with none: medians of three runs each; "
+            "again with every new camera frame, ~1 s a turn of 140 positions (question and answer) on a 2-core AMD "
+            "EPYC without AVX-512, and a spoken question's answer waits for them (through the page there, the "
+            "first sound 2.2 s after the question with 3 turns, 1.7 s with none: medians of three runs each; "
             "docs/performance.md). --voice-turns 1 or 0 (FASTVLM_VOICE_TURNS) answers sooner")

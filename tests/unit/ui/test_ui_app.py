@@ -332,7 +332,9 @@ def test_the_build_resolves_weights_not_yet_found_with_the_loaders_report(monkey
 def test_the_voice_conversations_turns_reach_the_tab_from_the_flag_or_its_variable(monkeypatch, argv, env, turns):
     import ui
 
-    if env is not None:
+    if env is None:
+        monkeypatch.delenv("FASTVLM_VOICE_TURNS", raising=False)
+    else:
         monkeypatch.setenv("FASTVLM_VOICE_TURNS", env)
     built = {}
     monkeypatch.setattr(app, "load_engine", lambda args: SimpleNamespace(close=lambda: None))

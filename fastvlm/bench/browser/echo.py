@@ -177,9 +177,10 @@ def barge_in(browser, url: str, questions: list[tuple[str, Path]], after_s: floa
     shown = [(t, text) for t, key, text in rec["log"] if key == "transcript" and text.strip()]
     heard = heard_per_question(shown, starts[1:])
     rows = walks.barge_rows({**rec, "speech_starts": starts[1:]}, hushes, holds)
-    return {"questions": len(starts) - 1, "stopped": len(rows), "runs": rows,
-            "heard": [{"question": q, "transcript": h} for (q, _), h in zip(questions[1:], heard)],
-            "wer": pooled_word_error_rate(zip([q for q, _ in questions[1 : len(starts)]], heard))}
+    asked = [q for q, _ in questions[1:]]  # every question is played: one start each
+    return {"questions": len(asked), "stopped": len(rows), "runs": rows,
+            "heard": [{"question": q, "transcript": h} for q, h in zip(asked, heard)],
+            "wer": pooled_word_error_rate(zip(asked, heard))}
 
 
 def heard_per_question(shown: list[tuple[float, str]], starts: list[float]) -> list[str]:

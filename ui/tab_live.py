@@ -18,6 +18,7 @@ from itertools import chain
 import gradio as gr
 import numpy as np
 
+from fastvlm.engine.cancel import CancelToken
 from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import Busy, Request
 from fastvlm.engine.prompt import question_or_default
@@ -70,6 +71,7 @@ class LiveSession:
     feed: list[FeedItem] = field(default_factory=list)
     running: bool = False
     run: int = 0  # bumped by Start and Stop: an answer from an older run stops at its next token
+    cancel: CancelToken | None = None  # the run's: Stop also ends an encode or prefill, or a request not yet begun
     warned: bool = False
 
 
@@ -97,20 +99,28 @@ def remember(session: LiveSession, frame: np.ndarray | None) -> None:
 
 
 def start(session: LiveSession, interval: float) -> tuple:
-    session.running, session.run, session.warned = True, session.run + 1, False
+    _end_run(session)
+    session.running, session.warned, session.cancel = True, False, CancelToken()
     return gr.Timer(value=float(interval), active=True), readout_html(counter_text(session), "counter")
 
 
 def stop(session: LiveSession) -> gr.Timer:
-    session.running, session.run = False, session.run + 1
+    _end_run(session)
+    session.running = False
     return gr.Timer(active=False)
+
+
+def _end_run(session: LiveSession) -> None:
+    session.run += 1
+    if session.cancel is not None:
+        session.cancel.cancel()
 
 
 def tick(engine: Backend, session: LiveSession, question: str, max_new_tokens: int, resolution: int | None = None,
          feed_size: int = 20, every_s: float = 0.05) -> Iterator[tuple[str, str]]:
     """One timer tick: answer the latest frame, or count it skipped when the engine is busy.
     Yields (counter html, feed html)."""
-    run, frame, seq = session.run, session.frame, session.frame_seq
+    run, cancel, frame, seq = session.run, session.cancel, session.frame, session.frame_seq
     if not session.running:
         yield gr.skip(), gr.skip()
         return
@@ -122,7 +132,7 @@ def tick(engine: Backend, session: LiveSession, question: str, max_new_tokens: i
         return
     request = Request(frame, question_or_default(question or ""),
                       options=GenerationOptions(max_new_tokens=int(max_new_tokens)), resolution=resolution)
-    parts = follow(engine.stream(request, wait=0), every_s)
+    parts = follow(engine.stream(request, wait=0, cancel=cancel), every_s)
     try:
         first = next(parts)
     except Busy:
@@ -133,6 +143,10 @@ def tick(engine: Backend, session: LiveSession, question: str, max_new_tokens: i
         raise
     except Exception as e:
         raise fail(e) from e
+    if session.run != run:  # Stopped before the first word (the request ended in the engine's line or its encode)
+        parts.close()
+        yield gr.skip(), gr.skip()
+        return
     yield from _answer(session, chain([first], parts), seq, run, feed_size)
 
 

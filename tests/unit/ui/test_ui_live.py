@@ -40,7 +40,8 @@ def test_the_latest_frame_is_answered_and_lands_in_the_feed_with_its_ttft():
     remember(session, None)  # a dropped frame does not replace the latest
     requests = []
     stream = engine.stream
-    engine.stream = lambda request, wait=None: requests.append((request, wait)) or stream(request, wait)
+    engine.stream = lambda request, wait=None, cancel=None: requests.append((request, wait)) or stream(request, wait,
+                                                                                                      cancel)
     updates = run_tick(engine, session)
     request, wait = requests[0]
     assert wait == 0 and int(request.image[0, 0, 0]) == 30  # never waits; the newest frame
@@ -112,6 +113,23 @@ def test_stop_ends_the_answer_at_its_next_token_and_later_ticks_do_nothing():
     remember(session, frame(80))
     assert run_tick(engine, session) == [(gr.skip(), gr.skip())]  # after Stop a late tick changes nothing
     assert session.answered == 0 and len(session.feed) == 1
+
+
+def test_stop_pressed_as_a_tick_asks_the_engine_costs_no_encode_and_no_answer():
+    """Stop lands after a tick saw the run going and before its request reached the engine (a thread held up on a
+    busy CPU): the request ends in the engine's line, so nothing is encoded or decoded and the feed stays empty."""
+    engine, session = make_engine(), started()
+    remember(session, frame(40))
+    stream = engine.stream
+
+    def stopped_on_the_way(request, wait=None, cancel=None):
+        stop(session)
+        return stream(request, wait, cancel)
+
+    engine.stream = stopped_on_the_way
+    assert run_tick(engine, session) == [(gr.skip(), gr.skip())]
+    assert engine.vision.calls == 0 and engine.lm.prefills == [] and engine.lm.evaluated == 0 and not engine.busy
+    assert session.feed == [] and session.answered == 0 and session.skipped == 0
 
 
 def test_stop_then_start_again_still_ends_the_earlier_runs_answer():

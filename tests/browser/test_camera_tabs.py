@@ -36,6 +36,8 @@ def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page,
     lm = app_server.lm
     lm.delay, lm.endless = 0.15, True  # 12 tokens: ~1.8 s per answer against a 1 s tick
     page = new_page()
+    errors = []  # the browser's console errors: evidence if the page reloads (Gradio does after a lost connection)
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text[:200]))
     page.get_by_role("tab", name="Live").click()
     t0 = time.monotonic()
     page.locator("#live-start").click()  # also starts the webcam's stream
@@ -53,7 +55,9 @@ def test_live_answers_three_frames_skips_while_busy_and_never_overlaps(new_page,
     page.locator("#live-stop").click()
     wait_until(lambda: not app_server.engine.busy, 3, what="Stop to free the engine")
     stopped, freed = counts(page), time.monotonic()
+    page.evaluate("window.liveStopped = true")  # gone if the page reloads
     time.sleep(2.5)  # two ticks: a Live loop still running would answer or skip a frame in this time
+    assert page.evaluate("window.liveStopped === true"), f"the page reloaded after Stop; console errors: {errors}"
     # the counts, not the box's text: Gradio may still show a pending event's timer ("0.0s") over it
     assert counts(page) == stopped, f"the counter changed after Stop: {stopped} -> {counts(page)}"
     assert not app_server.engine.busy and lm.active == 0

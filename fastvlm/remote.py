@@ -188,9 +188,10 @@ class RemoteEngine:
         url = image_data_url(request.image, self.image_format)
         messages: list[dict] = []
         turns = [*((t.question, t.answer) for t in request.history), (request.question, None)]
+        at = len(turns) - 1 if request.image_with_question else 0  # the message that holds the image
         for i, (question, answer) in enumerate(turns):
             text = {"type": "text", "text": question}
-            content = [{"type": "image_url", "image_url": {"url": url}}, text] if i == 0 else [text]
+            content = [{"type": "image_url", "image_url": {"url": url}}, text] if i == at else [text]
             messages.append({"role": "user", "content": content})
             if answer is not None:
                 messages.append({"role": "assistant", "content": answer})
@@ -206,7 +207,8 @@ class RemoteEngine:
         return {k: v for k, v in body.items() if v is not None}
 
     # -- the rest of the engine's interface -----------------------------------
-    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = ()) -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = (),
+                image_with_question: bool = False) -> bool:
         """Ask the server to encode `image` while idle (`POST /v1/prepare`, this app's extension);
         False when it is busy, lacks the extension, or fails (preparing only saves time). The extension takes
         no question, so a prepare with `words` is not sent (it would only send the image again), and `history`

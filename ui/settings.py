@@ -37,9 +37,10 @@ class AppSettings:
     cache_max_bytes: int = 2 * 1024**3
     # -- Voice + camera --
     voice_max_new_tokens: int = 96  # spoken answers stay short
-    # a question follows on from the last this many turns (question + answer as decoded) since Start: "What is
-    # written on it?" after "What am I holding?". They are prefilled with the question's frame while it is spoken
-    # (each turn's positions: its words, up to voice_max_new_tokens of answer); 0: every question stands alone
+    # a question follows on from at least the last this many turns (question + answer as decoded) since Start:
+    # "What is written on it?" after "What am I holding?"; at most twice as many less one (the window moves this
+    # many at a time, VoiceSession.conversation). They go before the question's frame, prefilled with it while it
+    # is spoken (only the newest, save when the window moves on); 0: every question stands alone
     voice_history_turns: int = 3  # app.py's --voice-turns
     # the spoken answer's text on the page at most this often: each update costs CPU its decoding needs (0.05 s
     # updates made the first sound ~0.13 s later through the page on 2 cores, docs/voice.md); speech never waits

@@ -1,8 +1,10 @@
 """OpenAI chat messages -> the engine's one-image conversation (pure functions, no I/O).
 
-FastVLM's prompt has a fixed system prompt and the image in the first user turn, so:
+FastVLM's prompt has a fixed system prompt and one image, so:
 - `system`/`developer` messages are ignored (the model was trained with "You are a helpful assistant.");
-- exactly one `image_url` part, in any user message, is the conversation's image (it goes in the first turn);
+- exactly one `image_url` part, in any user message, is the conversation's image: it stays in the last user
+  message when it was sent there after earlier turns (`Request.image_with_question`: the earlier turns come
+  before it as text), and goes in the first turn from any other message;
 - consecutive messages of one role are joined with newlines, text parts of one message likewise;
 - the messages must alternate user/assistant from a user message and end with a user message: the
   finished exchanges become `Turn`s (history), the last user message is the question;
@@ -31,6 +33,7 @@ class ChatInput:
     options: GenerationOptions
     resolution: int | None
     answer_so_far: str = ""
+    image_with_question: bool = False  # the image was sent in the last user message, after earlier turns
 
 
 def _bad(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
@@ -61,9 +64,9 @@ def _parts_text(parts: list[ContentPart], role: str, i: int, images: list[tuple[
     return "\n".join(texts)
 
 
-def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]], image_runs: list[int]) -> list[tuple[str, str]]:
     """(role, text) with system messages dropped and consecutive same-role messages joined (each text once:
-    linear in the messages)."""
+    linear in the messages); `image_runs` gets the index of the run that holds each of `images`."""
     runs: list[tuple[str, list[str]]] = []
     for i, m in enumerate(body.messages):
         if m.role in _IGNORED_ROLES:
@@ -75,15 +78,18 @@ def _runs(body: ChatCompletionRequest, images: list[tuple[str, str]]) -> list[tu
         text = _parts_text(content, m.role, i, images)
         if not runs or runs[-1][0] != m.role:
             runs.append((m.role, []))
+        image_runs += [len(runs) - 1] * (len(images) - len(image_runs))
         if text:
             runs[-1][1].append(text)
     return [(role, "\n".join(texts)) for role, texts in runs]
 
 
-def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...], str]:
-    """(image URL, question, history, answer so far) of the messages, or a 400 that says what is wrong."""
+def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...], str, bool]:
+    """(image URL, question, history, answer so far, whether the image is the question's) of the messages, or a
+    400 that says what is wrong."""
     images: list[tuple[str, str]] = []
-    runs = _runs(body, images)
+    image_runs: list[int] = []
+    runs = _runs(body, images, image_runs)
     so_far = ""
     if body.continue_final_message:
         if not runs or runs[-1][0] != "assistant":
@@ -103,7 +109,7 @@ def conversation(body: ChatCompletionRequest) -> tuple[str, str, tuple[Turn, ...
         raise _bad(f"the conversation has {len(runs) // 2} earlier turns, more than the {MAX_TURNS} this server "
                    "accepts (the context holds far fewer): send only the recent turns", "messages", "too_many_turns")
     history = tuple(Turn(runs[k][1], runs[k + 1][1]) for k in range(0, len(runs) - 1, 2))
-    return images[0][0], runs[-1][1], history, so_far
+    return images[0][0], runs[-1][1], history, so_far, bool(history) and image_runs[0] == len(runs) - 1
 
 
 def options(body: ChatCompletionRequest) -> GenerationOptions:
@@ -131,5 +137,5 @@ def resolution(value: int | None) -> int | None:
 
 
 def chat_input(body: ChatCompletionRequest) -> ChatInput:
-    url, question, history, so_far = conversation(body)
-    return ChatInput(url, question, history, options(body), resolution(body.resolution), so_far)
+    url, question, history, so_far, with_question = conversation(body)
+    return ChatInput(url, question, history, options(body), resolution(body.resolution), so_far, with_question)

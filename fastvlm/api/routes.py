@@ -90,7 +90,7 @@ class _Endpoints:
         client = self.client(request)
         image = await self.decode(chat.image_url, client)
         engine_request = EngineRequest(image, chat.question, chat.history, chat.options, chat.resolution,
-                                       chat.answer_so_far)
+                                       chat.answer_so_far, chat.image_with_question)
         events = await self.gate.open(engine_request, body.queue_wait_s, gone=request.is_disconnected, client=client)
         completion = Completion(self.settings.model_id)
         if body.stream:

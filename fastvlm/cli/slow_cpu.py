@@ -16,12 +16,12 @@ def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> st
 
 
 def slow_voice_warning(turns: int, flags: frozenset[str] | None = None) -> str | None:
-    """What the app says at start-up when a voice conversation's turns will hold up its answers on this CPU:
-    each is prefilled again after every new camera frame (the frame comes first in the prompt, docs/voice.md)."""
+    """What the app says at start-up when a voice conversation's turns will hold up its answers on this CPU: the
+    newest is prefilled with each new camera frame, and all of them when the window moves on (docs/voice.md)."""
     if not turns or not narrow_vectors(flags):
         return None
-    return (f"this CPU has AVX2 but no AVX-512: the {turns} earlier turn(s) of a voice conversation are prefilled "
-            "again with every new camera frame, ~1 s a turn of 140 positions (question and answer) on a 2-core AMD "
-            "EPYC without AVX-512, and a spoken question's answer waits for them (through the page there, the "
-            "first sound 2.2 s after the question with 3 turns, 1.7 s with none: medians of three runs each; "
+    return (f"this CPU has AVX2 but no AVX-512: a voice conversation's newest turn is prefilled with each new camera "
+            f"frame, and all {turns} earlier turn(s) once every {turns} question(s), ~1 s a turn of ~116 positions "
+            "(question and answer) on a 2-core AMD EPYC without AVX-512, and a spoken question's answer waits for "
+            "them (there, the frame's prepare took 3.1 s a question on average with 3 turns, 1.4-2.1 s with none; "
             "docs/performance.md). --voice-turns 1 or 0 (FASTVLM_VOICE_TURNS) answers sooner")

@@ -52,7 +52,7 @@ class Engine:
         self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
         self._preparing_size = 0  # and its size (a request for the same image at another size preempts)
         self._preparing_words = ""  # and the words of its question it prefills
-        self._preparing_history: tuple[Turn, ...] = ()  # and the conversation's turns before that question
+        self._preparing_history: tuple = ()  # and the conversation before that question: (turns, image_with_question)
         self._prepares = 0  # prepare() calls so far: only the newest may run
         self._embeddings = LRU(config.embedding_cache)
         self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
@@ -187,7 +187,8 @@ class Engine:
     def answer(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Result:
         return collect(self.stream(request, wait, cancel))
 
-    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = ()) -> bool:
+    def prepare(self, image, resolution: int | None = None, words: str = "", history: tuple[Turn, ...] = (),
+                image_with_question: bool = False) -> bool:
         """Encode `image` and prefill system prompt + image while idle. False if an answer runs or waits, or a
         newer prepare took its place: the newest image is the one about to be asked about, so a prepare for
         another image stops the running one within a chunk (or after its encode) and runs next.
@@ -197,20 +198,21 @@ class Engine:
         other words (or none), never from one for another image; one with no words, or the same words, leaves
         the running one be, and never drops words already prefilled for that image. Nothing starts, nor takes
         over, while a request waits (one about the image being prepared lets that prepare finish). `history`: the
-        conversation's turns before the question (the voice tab's), prefilled between the image and the words."""
+        conversation's turns before the question (the voice tab's), prefilled between the image and the words, or
+        before the image with `image_with_question` (as `Request` has them)."""
         size = self.check_resolution(resolution)
         with self._guard:
             if self._queued:
                 return False
             same = (preprocess.same_source(image, self._preparing) and size == self._preparing_size
-                    and history == self._preparing_history)
+                    and (history, image_with_question) == self._preparing_history)
             if same and words in ("", self._preparing_words):
                 return False  # already under way
             if words and self._preparing is not None and not same:
                 return False  # another image is being prepared (someone else's question): it comes first
             self._prepares += 1
             mine = self._prepares
-        if not self._acquire_for_prepare(mine, (image, size, words, history)):
+        if not self._acquire_for_prepare(mine, (image, size, words, (history, image_with_question))):
             return False
 
         def stale() -> bool:  # an answer waits, or a newer prepare was asked for
@@ -221,7 +223,7 @@ class Engine:
             if stale():
                 return False
             budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
-            parts = planner.prefix_parts(img, self._tokenize, words, history, budget)  # as a request would
+            parts = planner.prefix_parts(img, self._tokenize, words, history, budget, image_with_question)  # as asked
             self.lm.prefill(parts, should_stop=stale, logits=False)
             return True
         except Cancelled:
@@ -275,7 +277,8 @@ class Engine:
         img, t_pre, t_enc = self._embed(request.image, request.resolution, cancel)
         budget = self.lm.n_ctx - min(opts.max_new_tokens, self.lm.n_ctx // 4)
         said = self._answer_so_far(request.answer_so_far)
-        p = planner.plan(request.question, request.history, img, self._tokenize, budget, said[1])
+        p = planner.plan(request.question, request.history, img, self._tokenize, budget, said[1],
+                         request.image_with_question)
         for message in p.notices:
             yield Notice(message)
         if not self.config.kv_reuse:

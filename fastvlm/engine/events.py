@@ -22,7 +22,9 @@ class Request:
     """One question about one image, optionally continuing a conversation about it.
 
     `image` is a PIL image, an HxWx3 uint8 array (a webcam frame), a path or encoded bytes.
-    `history` holds the earlier turns about the same image, oldest first.
+    `history` holds the earlier turns, oldest first: about the same image, which goes in the first turn, or with
+    `image_with_question` about earlier ones, as text before the question's turn, which holds the image (a
+    camera's new frame for each question).
     `answer_so_far`: the answer's own words as an earlier stream of this request gave them before it was stopped;
     the answer goes on from there, the stream yields only what follows, and `max_new_tokens` counts both.
     """
@@ -33,6 +35,7 @@ class Request:
     options: GenerationOptions = field(default_factory=GenerationOptions)
     resolution: int | None = None  # None: the engine's configured resolution
     answer_so_far: str = ""
+    image_with_question: bool = False
 
 
 @dataclass(frozen=True)

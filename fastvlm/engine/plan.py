@@ -46,18 +46,19 @@ def to_parts(token_lists: list[list[int] | None], image: Image) -> tuple[Part, .
 
 
 def prefix_parts(image: Image, tokenize: Tokenize, words: str = "", history: tuple[Turn, ...] = (),
-                 budget: int | None = None) -> tuple[Part, ...]:
+                 budget: int | None = None, image_with_question: bool = False) -> tuple[Part, ...]:
     """System prompt + image: what `prepare()` puts in the KV cache before the question is known. With `history`
     (the conversation's earlier turns) the prompt goes on through them up to the next question's opener, with
     `words` (the question's first words, heard while it is still spoken) up to the end of those words, each
     tokenized as `plan` tokenizes them (so the answer reuses them); at most `WORDS_AHEAD_TOKENS` of the words, and
-    only the newest turns that leave room for a question in `budget` positions (None: all of them)."""
+    only the newest turns that leave room for a question in `budget` positions (None: all of them).
+    `image_with_question`: the turns go before the image (`prompt.build`)."""
     words = prompt.clean_user_text(words)
     if budget is not None:
         history = _newest_that_fit(words, history[-MAX_TURNS:], len(image.embeddings), tokenize, budget)
     if not words and not history:
         return to_parts(tokenize_segments(prompt.build("")[:2], tokenize), image)
-    segments = prompt.build(words, history)
+    segments = prompt.build(words, history, image_with_question=image_with_question)
     lists = tokenize_segments(segments[:-1] if words else segments[:-2], tokenize)  # not the assistant's header
     if words:
         lists[-1] = lists[-1][:WORDS_AHEAD_TOKENS]
@@ -72,9 +73,10 @@ GAP = "\n…\n"  # where a question too long for the context lost its middle
 
 
 def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Tokenize, budget: int,
-         answer_so_far: Sequence[int] = ()) -> Plan:
+         answer_so_far: Sequence[int] = (), image_with_question: bool = False) -> Plan:
     """Fit the prompt into `budget` positions: drop the oldest turns first, then shorten the question.
     `answer_so_far` (token ids of plain text) follows the assistant's header: an answer to go on from; never cut.
+    `image_with_question`: the image goes in the question's turn, after the turns (`prompt.build`).
 
     Linear in what is kept: turns are costed newest first, each tokenized once, and the walk stops at the
     first turn that does not fit (older turns, and any beyond `MAX_TURNS`, are never tokenized).
@@ -86,7 +88,7 @@ def plan(question: str, history: tuple[Turn, ...], image: Image, tokenize: Token
     asked, question = question, clip(question, budget)
     kept = _newest_that_fit(question, history[-MAX_TURNS:], n_image, tokenize, budget)
     while True:
-        lists = tokenize_segments(prompt.build(question, kept), tokenize)
+        lists = tokenize_segments(prompt.build(question, kept, image_with_question=image_with_question), tokenize)
         total = _count(lists, n_image)
         if total <= budget or not kept:
             break
@@ -113,8 +115,9 @@ def _newest_that_fit(question: str, history: tuple[Turn, ...], n_image: int, tok
                      budget: int) -> tuple[Turn, ...]:
     """The longest run of newest turns whose positions, added to the question's prompt, fit `budget`.
 
-    Adding a turn adds its question, its answer and one turn's template markers (the new oldest turn takes
-    the image turn's opener, and the question the opener of a later turn: they cancel out)."""
+    Adding a turn adds its question, its answer and one turn's template markers, wherever the image goes (with the
+    image in the first turn, the new oldest turn takes the image turn's opener and the question the opener of a
+    later turn: they cancel out)."""
     total = _count(tokenize_segments(prompt.build(question), tokenize), n_image)
     markers = sum(len(tokenize(t, special=True)) for t in prompt.turn_markers())
     n = 0

@@ -63,13 +63,19 @@ def turn_markers() -> tuple[str, str, str]:
     return _USER, _ASSISTANT, _CLOSE
 
 
-def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM) -> tuple[Segment, ...]:
-    """The whole prompt: the image turn is the first turn; later turns are text only."""
+def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM,
+          image_with_question: bool = False) -> tuple[Segment, ...]:
+    """The whole prompt. The image goes in the first turn (a conversation about one image), or, with
+    `image_with_question`, in the question's own turn after the earlier turns as text (a camera's new frame for
+    each question; LLaVA-style chat templates put the image at the start of whichever message holds it). Either
+    way a question without history gets the same prompt."""
     turns = [*((t.question, t.answer) for t in history), (question, None)]
-    segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n{_USER}"), Segment("image")]
+    at = len(turns) - 1 if image_with_question else 0
+    segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n")]
     for i, (q, a) in enumerate(turns):
-        opener = "\n" if i == 0 else _USER
-        segs += [Segment("template", opener), Segment("user", question_or_default(q)), Segment("template", _ASSISTANT)]
+        segs += [Segment("template", _USER), Segment("image"), Segment("template", "\n")] if i == at else \
+            [Segment("template", _USER)]
+        segs += [Segment("user", question_or_default(q)), Segment("template", _ASSISTANT)]
         if a is not None:
             segs += [Segment("user", a), Segment("template", _CLOSE)]
     return tuple(_merge(segs))

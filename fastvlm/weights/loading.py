@@ -80,8 +80,9 @@ class BackgroundLoad:
         return self.ready(wait).answer(request, wait)
 
     def prepare(self, image: Any, resolution: int | None = None, words: str = "",
-                history: tuple[Turn, ...] = ()) -> bool:
-        return self.state == "ready" and self._engine.prepare(image, resolution, words=words, history=history)
+                history: tuple[Turn, ...] = (), image_with_question: bool = False) -> bool:
+        return self.state == "ready" and self._engine.prepare(image, resolution, words=words, history=history,
+                                                              image_with_question=image_with_question)
 
     @property
     def continues_answers(self) -> bool:

@@ -2,6 +2,7 @@
 same greedy answers as the engine itself, and a second server driving the first through `RemoteEngine`."""
 
 import io
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -103,6 +104,19 @@ def test_remote_engine_gets_the_engines_events(tiny_engine, server):
         (there.new_tokens, there.prompt_tokens, there.image_tokens, there.stop_reason)
     assert here.embedding_cached  # the server encoded this image for the local request a moment ago
     assert 0 < here.ttft_s <= here.total_s
+
+
+def test_a_remote_engine_keeps_the_image_with_the_question_as_the_engine_does(tiny_engine, server):
+    """`Request.image_with_question` reaches the server (the image in the last user message) and is laid out there
+    as the local engine lays it out: the same answer, other than with the image in the first turn."""
+    image = np.random.default_rng(6).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    req = Request(image, "And now?", (Turn("Describe it.", "A red square."), Turn("Bigger?", "No.")), GREEDY,
+                  image_with_question=True)
+    local = tiny_engine.answer(req)
+    first_turn = tiny_engine.answer(replace(req, image_with_question=False))
+    with RemoteEngine.connect(server.url) as remote:
+        there = remote.answer(req)
+    assert there.text == local.text != first_turn.text
 
 
 def test_an_answer_stopped_part_way_goes_on_through_remote_engine_to_the_same_answer(tiny_engine, server):

@@ -199,6 +199,22 @@ def test_a_conversations_turns_prepared_with_the_next_frame_are_reused_and_chang
     assert r.text == uncached.answer(Request(b, question, history, options=GREEDY)).text
 
 
+def test_with_the_image_in_the_questions_turn_a_new_frame_reuses_the_turns_before_it(tiny_engine, uncached):
+    """Voice (`Request.image_with_question`): the turns come before the frame, so the next frame's question finds
+    them in the KV cache, as the last question left it, with no prepare: only the frame and the question are
+    prefilled, and the answer is the one it would have been anyway."""
+    a, b = images(2, seed=29)
+    history = (Turn("What am I holding?", "A red cup with a handle."), Turn("Is it full?", "Yes, to the brim."))
+    first = tiny_engine.answer(Request(a, "What is written on it?", history, options=GREEDY, image_with_question=True))
+    r = tiny_engine.answer(Request(b, "What colour is it?", history, options=GREEDY, image_with_question=True))
+    turns = sum(len(tiny_engine.lm.tokenize(t, special=False)) for turn in history for t in (turn.question,
+                                                                                            turn.answer))
+    assert r.stats.reused_tokens >= turns  # the system prompt and the turns
+    assert first.stats.reused_tokens < turns  # the first question's turns were new
+    expected = uncached.answer(Request(b, "What colour is it?", history, options=GREEDY, image_with_question=True))
+    assert r.text == expected.text
+
+
 def test_a_lone_surrogate_anywhere_in_the_text_is_answered_not_a_crash(tiny_engine):
     """Half an emoji ("\\ud83d", valid JSON) in the question, an earlier answer or the answer so far raised
     UnicodeEncodeError in the tokenizer: a 500 from the API, "the model failed" in the page."""

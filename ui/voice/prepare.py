@@ -23,13 +23,13 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, star
     that when idle; an answer cut off by this question frees it within a token, so a refusal is retried briefly.
     Once the frame of the question that began at `start_s` is prepared, its words are heard ahead
     (`TurnTaker.want_words`); `words` (a `HeardSoFar`) are prefilled after the frame, tried once (more come).
-    The conversation's last `turns` turns go between the frame and the words, as the question's request has them."""
+    The conversation's turns (`VoiceSession.conversation`) go before the frame, as the question's request has them."""
     frame, history = session.question_frame, session.conversation(turns)
     try:
         for _ in range(1 if words else retries):
             if frame is None or session.question_frame is not frame:
                 return
-            if engine.prepare(frame, resolution, words=words, history=history):
+            if engine.prepare(frame, resolution, words=words, history=history, image_with_question=True):
                 if not words and start_s is not None and session.taker is not None:
                     session.taker.want_words(start_s)
                 return

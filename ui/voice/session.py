@@ -159,15 +159,18 @@ class VoiceSession:
         self.answer, self.asked = None, None
 
     def conversation(self, keep: int) -> tuple[Turn, ...]:
-        """The last `keep` turns the next question follows: the latest answer's own (the turns it followed), then
-        its question and its words as far as they were decoded (an answer cut off by that question too)."""
+        """The turns the next question follows: the latest answer's own (the turns it followed), then its question
+        and its words as far as they were decoded (an answer cut off by that question too). The window moves
+        `keep` turns at a time: at least the last `keep` (all there are, when fewer), at most 2·`keep` − 1, so
+        that from one question to the next the turns before the frame stay the same and only the newest is
+        prefilled (`Request.image_with_question`), save once every `keep` questions."""
         latest = self.answer
         if latest is None or keep <= 0:
             return ()
         turns = latest.request.history
         if latest.words.strip():
             turns += (Turn(latest.request.question, latest.words),)
-        return turns[max(len(turns) - keep, 0):]
+        return turns[len(turns) - keep:] if len(turns) >= 2 * keep else turns
 
     def interrupt(self, drop_held: bool = False) -> None:
         """A new question or Stop: the running answer stops at its next token and says no more. What the page

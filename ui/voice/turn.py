@@ -139,7 +139,7 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
         return
     session.playing_until, session.first_sound_from = 0.0, u.ended_at  # this answer cuts off an older one
     request = Request(asked.frame, asked.question, asked.history, resolution=settings.camera_resolution,
-                      options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens))
+                      options=GenerationOptions(max_new_tokens=settings.voice_max_new_tokens), image_with_question=True)
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     session.times.begun_s = clock() - u.ended_at
     yield from _speak(engine, session, settings, clock, SpokenAnswer(request, chunker, SpeechQueue(models.speaker)))

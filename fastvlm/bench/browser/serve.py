@@ -55,8 +55,9 @@ class RecordingEngine:
     def busy(self) -> bool:
         return self._engine.busy
 
-    def prepare(self, image, resolution=None, words="", history=()) -> bool:
-        return False if self.refuse_prepare else self._engine.prepare(image, resolution, words=words, history=history)
+    def prepare(self, image, resolution=None, words="", history=(), image_with_question=False) -> bool:
+        return False if self.refuse_prepare else self._engine.prepare(image, resolution, words=words, history=history,
+                                                                      image_with_question=image_with_question)
 
     def stream(self, request, wait=None, cancel=None):
         row = {"at": time.time(), "busy": False, "stats": None}

@@ -33,7 +33,7 @@ def api_error(fn, *args) -> ApiError:
 def test_one_user_message_with_image_and_text():
     b = body([{"role": "system", "content": "Be terse."},
               {"role": "user", "content": [image_part(), {"type": "text", "text": "What is it?"}]}])
-    url, question, history, _ = convert.conversation(b)
+    url, question, history, _, _ = convert.conversation(b)
     assert (url, question, history) == (URL, "What is it?", ())
 
 
@@ -47,7 +47,7 @@ def test_later_messages_become_history_and_runs_of_one_role_are_joined():
         {"role": "developer", "content": "ignored"},
         {"role": "user", "content": "And now?"},
     ])
-    _, question, history, _ = convert.conversation(b)
+    _, question, history, _, _ = convert.conversation(b)
     assert question == "And now?"
     assert history == (Turn("Hi.", "A cat."), Turn("Colour?\nBe brief.", ""))
 
@@ -55,7 +55,7 @@ def test_later_messages_become_history_and_runs_of_one_role_are_joined():
 def test_continue_final_message_takes_the_assistants_last_words_as_the_answer_so_far():
     messages = [{"role": "user", "content": [image_part(), {"type": "text", "text": "What is it?"}]},
                 {"role": "assistant", "content": "It is a "}]
-    url, question, history, so_far = convert.conversation(body(messages, continue_final_message=True))
+    url, question, history, so_far, _ = convert.conversation(body(messages, continue_final_message=True))
     assert (question, history, so_far) == ("What is it?", (), "It is a ")  # the trailing space kept
     assert convert.chat_input(body(messages, continue_final_message=True)).answer_so_far == "It is a "
     assert "end with a user message" in api_error(convert.conversation, body(messages)).message  # not asked for
@@ -63,11 +63,20 @@ def test_continue_final_message_takes_the_assistants_last_words_as_the_answer_so
     assert "assistant's answer so far" in e.message
 
 
-def test_the_image_may_come_in_a_later_user_message():
-    b = body([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
-              {"role": "user", "content": [image_part("data:image/jpeg;base64,AAAA"), {"type": "text", "text": "?"}]}])
-    url, _, history, _ = convert.conversation(b)
-    assert url == "data:image/jpeg;base64,AAAA" and history == (Turn("Hi", "Hello"),)
+def test_the_image_may_come_in_a_later_user_message_and_stays_in_the_last_one():
+    """Sent with the question after earlier turns, the image is the question's (`Request.image_with_question`);
+    sent in a message between, it goes in the first turn, as before."""
+    turn = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    last = [{"role": "user", "content": [image_part("data:image/jpeg;base64,AAAA"), {"type": "text", "text": "?"}]}]
+    url, _, history, _, with_question = convert.conversation(body(turn + last))
+    assert url == "data:image/jpeg;base64,AAAA" and history == (Turn("Hi", "Hello"),) and with_question
+    assert convert.chat_input(body(turn + last)).image_with_question
+    between = [*last, {"role": "assistant", "content": "A cat."}, {"role": "user", "content": "Why?"}]
+    assert convert.conversation(body(turn + between))[2:] == ((Turn("Hi", "Hello"), Turn("?", "A cat.")), "", False)
+    first = [{"role": "user", "content": [image_part(), {"type": "text", "text": "Hi"}]}, *turn[1:],
+             {"role": "user", "content": "?"}]
+    assert convert.conversation(body(first))[4] is False
+    assert convert.conversation(body(last))[4] is False  # no earlier turns: the same prompt either way
 
 
 @pytest.mark.parametrize("messages, code, param", [
@@ -203,3 +212,16 @@ def test_client_sends_history_as_messages_with_the_image_first():
     assert (b["max_tokens"], b["stop"], b["temperature"], b["stream"], b["model"]) == (9, ["x"], 0.0, True, "fastvlm")
     assert "seed" not in b and "resolution" not in b
     assert ChatCompletionRequest.model_validate(b)  # what the client sends, the server reads
+
+
+@pytest.mark.parametrize("with_question", [False, True])
+def test_the_client_sends_the_image_where_the_request_has_it_and_the_server_reads_it_back(with_question):
+    remote = RemoteEngine("http://127.0.0.1:9", model="fastvlm")
+    history = (Turn("What?", "A square."), Turn("Colour?", "Red."))
+    b = remote._body(Request(np.zeros((8, 8, 3), np.uint8), "Now?", history, image_with_question=with_question))
+    remote.close()
+    holds_image = [any(part["type"] == "image_url" for part in m["content"]) for m in b["messages"] if
+                   m["role"] == "user"]
+    assert holds_image == ([False, False, True] if with_question else [True, False, False])
+    _, question, read, _, read_with_question = convert.conversation(ChatCompletionRequest.model_validate(b))
+    assert (question, read, read_with_question) == ("Now?", history, with_question)

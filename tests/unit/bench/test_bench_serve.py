@@ -15,7 +15,7 @@ class Engine:
         self.busy, self.busy_next, self.prepared, self.closed, self.n = False, False, [], 0, 0
         self.other = "passed through"
 
-    def prepare(self, image, resolution=None, words="", history=()):
+    def prepare(self, image, resolution=None, words="", history=(), image_with_question=False):
         self.prepared.append((image, resolution, words, history))
         return True
 

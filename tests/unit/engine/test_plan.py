@@ -29,10 +29,11 @@ class CountingTokenizer:
         return self.lm.tokenize(text, special=special)
 
 
-def dropping_one_at_a_time(question, history, tokenize, budget):
+def dropping_one_at_a_time(question, history, tokenize, budget, image_with_question=False):
     """The specification (and the old, quadratic code): drop the oldest turn until the prompt fits."""
     for dropped in range(len(history) + 1):
-        lists = tokenize_segments(prompt.build(question, history[dropped:]), tokenize)
+        lists = tokenize_segments(prompt.build(question, history[dropped:], image_with_question=image_with_question),
+                                  tokenize)
         if sum(len(x) if x is not None else len(IMAGE.embeddings) for x in lists) <= budget:
             return dropped
     return len(history)
@@ -48,19 +49,20 @@ def random_turn(rng: random.Random) -> Turn:
     return Turn(" ".join(rng.choices(words, k=rng.randint(0, 6))), " ".join(rng.choices(words, k=rng.randint(0, 9))))
 
 
+@pytest.mark.parametrize("image_with_question", [False, True])
 @pytest.mark.parametrize("seed", range(40))
-def test_keeps_the_same_turns_as_dropping_the_oldest_one_at_a_time(seed):
+def test_keeps_the_same_turns_as_dropping_the_oldest_one_at_a_time(seed, image_with_question):
     rng = random.Random(seed)
     history = tuple(random_turn(rng) for _ in range(rng.randint(0, 12)))
     question, tokenize = "and now?", FakeLM().tokenize
     budget = rng.randint(110, 500)
-    dropped = dropping_one_at_a_time(question, history, tokenize, budget)
-    p = plan(question, history, IMAGE, tokenize, budget)
+    dropped = dropping_one_at_a_time(question, history, tokenize, budget, image_with_question)
+    p = plan(question, history, IMAGE, tokenize, budget, image_with_question=image_with_question)
     assert fed(p) == p.positions <= budget
     kept = history[dropped:]
-    expected = tokenize_segments(prompt.build(question, kept), tokenize)
+    expected = tokenize_segments(prompt.build(question, kept, image_with_question=image_with_question), tokenize)
     if p.positions == sum(len(x) if x is not None else 16 for x in expected):  # the question was not cut
-        assert p.parts == plan(question, kept, IMAGE, tokenize, 10**6).parts
+        assert p.parts == plan(question, kept, IMAGE, tokenize, 10**6, image_with_question=image_with_question).parts
     notices = " ".join(p.notices)
     assert (f"the {dropped} oldest turn(s) were left out" in notices) == (dropped > 0)
 

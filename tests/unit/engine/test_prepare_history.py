@@ -1,9 +1,9 @@
-"""`Engine.prepare(image, history=...)`: a conversation's earlier turns prefilled after the image while the next
+"""`Engine.prepare(image, history=...)`: a conversation's earlier turns prefilled with the image while the next
 question is spoken (the voice tab), laid out as the question's prompt will have them (scripted models)."""
 
 from fastvlm import Request
 from fastvlm.engine import plan as planner
-from fastvlm.engine.kv import Image, identities
+from fastvlm.engine.kv import Image, common_prefix, identities
 from fastvlm.engine.prompt import Turn
 from tests.unit.engine.test_engine import IMG, make
 from tests.unit.engine.test_words_ahead import char_tokenize
@@ -46,3 +46,32 @@ def test_a_prepare_of_the_same_frame_with_other_turns_is_a_new_one():
     assert engine.prepare(IMG, history=HISTORY[1:])  # another question's turns: prefilled anew
     assert engine.vision.calls == 1  # the frame was encoded once
     assert "A red cup." not in "".join(chr(t) for t in lm.prefills[-1] if isinstance(t, int) and t < 256)
+
+
+def test_with_the_image_in_the_questions_turn_every_frame_shares_the_turns_before_it():
+    """`image_with_question` (the voice tab): the turns come before the frame, so a new frame with the same turns
+    finds them in the KV cache (only the frame and the question are prefilled), and what `prepare` puts there is
+    the start of the question's prompt."""
+    a, b = Image("a", [[0.0]] * 4), Image("b", [[0.0]] * 4)
+    earlier = identities(planner.plan("Is it full?", HISTORY, a, char_tokenize, 4096, image_with_question=True).parts)
+    asked = identities(planner.plan("What is written on it?", HISTORY, b, char_tokenize, 4096,
+                                    image_with_question=True).parts)
+    shared = common_prefix(earlier, asked)
+    assert "".join(chr(t) for t in asked[:shared]).endswith("Yes, to the brim.<|im_end|>\n<|im_start|>user\n")
+    assert asked[shared] == ("b", 0)  # the frame comes right after the turns
+    for words in ("", "What is"):
+        ahead = identities(planner.prefix_parts(b, char_tokenize, words, HISTORY, 4096, image_with_question=True))
+        assert asked[: len(ahead)] == ahead and ahead[shared] == ("b", 0)
+    first = identities(planner.plan("What is written on it?", HISTORY, b, char_tokenize, 4096).parts)
+    assert common_prefix(earlier, first) < shared  # the image in the first turn: the frames part ways before it
+
+
+def test_a_prepare_with_the_image_in_the_questions_turn_is_the_start_of_that_request():
+    engine, lm = make()
+    assert engine.prepare(IMG, history=HISTORY)
+    assert engine.prepare(IMG, history=HISTORY, image_with_question=True)  # another layout: prefilled anew
+    prepared = lm.prefills[-1]
+    text = "".join(chr(t) for t in prepared if isinstance(t, int) and t < 256)
+    assert text.endswith("Yes, to the brim.\nuser\n\n") and isinstance(prepared[-2], tuple)  # turns, then frame
+    engine.answer(Request(IMG, "What is written on it?", HISTORY, image_with_question=True))
+    assert lm.prefills[-1][: len(prepared)] == prepared

@@ -36,3 +36,14 @@ def test_user_text_is_composed_as_qwen2s_tokenizer_composes_it():
     assert prompt.clean_user_text("cafe\u0301 \u1112\u1161\u11ab") == "caf\u00e9 \ud55c"
     assert prompt.question_or_default("A\u030angstro\u0308m?") == "\u00c5ngstr\u00f6m?"
     assert prompt.clean_user_text("\uff21\ufb01") == "\uff21\ufb01"  # compatibility forms stay (NFC, not NFKC)
+
+
+def test_with_the_image_in_the_questions_turn_the_turns_come_first_as_text():
+    segs = prompt.build("And the colour?", (Turn("What is this?", "A cat."),), image_with_question=True)
+    assert prompt.render(segs) == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nWhat is this?<|im_end|>\n<|im_start|>assistant\nA cat.<|im_end|>\n"
+        "<|im_start|>user\n<image>\nAnd the colour?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert [s.kind for s in segs].count("image") == 1
+    assert prompt.build("What is this?", image_with_question=True) == prompt.build("What is this?")  # no turns

@@ -58,7 +58,7 @@ class Refuses:
     def __init__(self):
         self.calls = []
 
-    def prepare(self, image, resolution=None, words="", history=()):
+    def prepare(self, image, resolution=None, words="", history=(), image_with_question=False):
         self.calls.append(words)
         return False
 

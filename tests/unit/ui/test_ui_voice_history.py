@@ -1,6 +1,7 @@
-"""A spoken question follows on from the conversation: the last `voice_history_turns` questions and answers go
-with it ("What is written on it?" after "What am I holding?"), and are prefilled with its frame while it is
-spoken; Stop ends the conversation (fakes; the prompt's layout is tests/unit/engine/test_prepare_history.py)."""
+"""A spoken question follows on from the conversation: the last `voice_history_turns` questions and answers (up to
+twice as many less one: the window moves that many at a time) go with it, before its frame ("What is written on
+it?" after "What am I holding?"), and are prefilled with its frame while it is spoken; Stop ends the conversation
+(fakes; the prompt's layout is tests/unit/engine/test_prepare_history.py)."""
 
 import time
 from dataclasses import replace
@@ -32,22 +33,26 @@ def ask_again(session, transcriber, text: str) -> None:
     session.ask(voice(1.0), time.monotonic())
 
 
-def test_each_question_carries_the_turns_before_it_up_to_the_setting(tmp_path):
+def test_each_question_carries_the_turns_before_it_the_window_moving_the_setting_at_a_time(tmp_path):
+    """At least the last `voice_history_turns` (2) turns, at most 3: the turns before the frame stay the same from
+    one question to the next (only the newest is added) save when the window moves on by 2."""
     engine, transcriber = make_engine(), FakeTranscriber("What am I holding?")
     models, requests = make_models(tmp_path, transcriber), recording(engine)
     settings = replace(SETTINGS, voice_history_turns=2)
     session = asked(models)
     list(answer_turn(engine, models, session, settings))
-    for question in ("What is written on it?", "Is it full?", "What colour is it?"):
+    questions = ("What is written on it?", "Is it full?", "What colour is it?", "Is it hot?", "Who made it?")
+    for question in questions:
         ask_again(session, transcriber, question)
         list(answer_turn(engine, models, session, settings))
+    turns = [Turn(q, ANSWER) for q in ("What am I holding?", *questions)]
     assert [r.history for r in requests] == [
-        (),
-        (Turn("What am I holding?", ANSWER),),
-        (Turn("What am I holding?", ANSWER), Turn("What is written on it?", ANSWER)),
-        (Turn("What is written on it?", ANSWER), Turn("Is it full?", ANSWER)),  # the 2 newest
+        (), tuple(turns[:1]), tuple(turns[:2]), tuple(turns[:3]),
+        tuple(turns[2:4]),  # 4 would be twice the setting: the 2 newest, and the window grows from them again
+        tuple(turns[2:5]),
     ]
-    assert b"What am I holding?" not in text_of(engine.lm.prefills[-1])  # the oldest turn is not in the prompt
+    assert all(r.image_with_question for r in requests)  # the frame goes with its question, after the turns
+    assert b"What am I holding?" not in text_of(engine.lm.prefills[-1])  # the oldest turns are not in the prompt
     assert b"Is it full?" in text_of(engine.lm.prefills[-1])
 
 

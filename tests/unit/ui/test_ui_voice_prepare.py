@@ -18,7 +18,7 @@ class Refusing:
     def __init__(self, refusals=0, on_prepare=None):
         self.refusals, self.asked, self.on_prepare = refusals, [], on_prepare
 
-    def prepare(self, frame, resolution, words="", history=()):
+    def prepare(self, frame, resolution, words="", history=(), image_with_question=False):
         self.asked.append((frame, words))
         if self.on_prepare is not None:
             self.on_prepare()

@@ -92,13 +92,18 @@ def test_only_the_current_turns_question_being_transcribed_is_awaited():
     assert session.awaiting
 
 
-def test_the_conversation_keeps_the_newest_turns_asked_for():
+def test_the_conversation_keeps_the_turns_asked_for_and_moves_on_that_many_at_a_time():
+    """At least the newest `keep` turns; the earlier ones too until they would make 2·`keep`, so the turns before the
+    frame stay the same from one question to the next."""
     earlier = (Turn("What is it?", "A cup."), Turn("Is it full?", "Yes."))
     answer = SpokenAnswer(Request(None, "What colour?", earlier), chunker=None, queue=None, text="Red.")
     session = VoiceSession(answer=answer)
-    assert session.conversation(1) == (Turn("What colour?", "Red."),)
-    assert session.conversation(2) == (earlier[1], Turn("What colour?", "Red."))
+    assert session.conversation(1) == (Turn("What colour?", "Red."),)  # 2 turns: twice 1, moved on
+    assert session.conversation(2) == (*earlier, Turn("What colour?", "Red."))  # 3 < 4: grown by the newest
+    assert session.conversation(3) == (*earlier, Turn("What colour?", "Red."))
     assert session.conversation(0) == ()
+    longer = SpokenAnswer(Request(None, "Why?", (Turn("Hi", "Hello"), *earlier)), chunker=None, queue=None, text="So.")
+    assert VoiceSession(answer=longer).conversation(2) == (earlier[1], Turn("Why?", "So."))  # 4: the newest 2
 
 
 def test_a_sentence_may_go_to_gradios_player_the_moment_the_one_before_has_ended():

@@ -124,8 +124,8 @@ def add_voice_arguments(p: argparse.ArgumentParser) -> None:
                    help="audio kept before and after the speech (faster-whisper's default; 300 cuts soft first words)")
     v.add_argument("--voice-turns", type=_turns, default=env("FASTVLM_VOICE_TURNS"),
                    help="a spoken question follows on from at least this many earlier questions and answers "
-                        "(default 3, the tab's voice_history_turns; 0: each stands alone). The newest is prefilled "
-                        "with each camera frame: ~1 s a turn on 2 cores without AVX-512 [FASTVLM_VOICE_TURNS]")
+                        "(default 3, the tab's voice_history_turns; 0: each stands alone), prefilled while the answer "
+                        "before is spoken: ~1 s a turn on 2 cores without AVX-512 [FASTVLM_VOICE_TURNS]")
     v.add_argument("--words-ahead-s", type=float, default=0.0,
                    help="once a spoken question's frame is prepared, hear its words every this many seconds of "
                         "speech (e.g. 0.8) and prefill them; sooner answers to long questions when the browser runs "

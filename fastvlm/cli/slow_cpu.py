@@ -16,12 +16,12 @@ def slow_cpu_warning(resolution: int, flags: frozenset[str] | None = None) -> st
 
 
 def slow_voice_warning(turns: int, flags: frozenset[str] | None = None) -> str | None:
-    """What the app says at start-up when a voice conversation's turns will hold up its answers on this CPU: the
-    newest is prefilled with each new camera frame, and all of them when the window moves on (docs/voice.md)."""
+    """What the app says at start-up when a voice conversation's turns may hold up its answers on this CPU: they
+    are prefilled while each answer is spoken, and a question asked before that is done waits (docs/voice.md)."""
     if not turns or not narrow_vectors(flags):
         return None
-    return (f"this CPU has AVX2 but no AVX-512: a voice conversation's newest turn is prefilled with each new camera "
-            f"frame, and all {turns} earlier turn(s) once every {turns} question(s), ~1 s a turn of ~116 positions "
-            "(question and answer) on a 2-core AMD EPYC without AVX-512, and a spoken question's answer waits for "
-            "them (there, the frame's prepare took 3.1 s a question on average with 3 turns, 1.4-2.1 s with none; "
-            "docs/performance.md). --voice-turns 1 or 0 (FASTVLM_VOICE_TURNS) answers sooner")
+    return (f"this CPU has AVX2 but no AVX-512: the {turns} earlier turn(s) a spoken question carries are prefilled "
+            "while the answer before it is spoken, ~1 s a turn of ~116 positions (question and answer) on a 2-core "
+            "AMD EPYC without AVX-512 (3-4 s in all there, 6 s when the conversation's window moves on; "
+            "docs/performance.md); a question asked over an answer waits for what is left of them. "
+            "--voice-turns 1 or 0 (FASTVLM_VOICE_TURNS) answers sooner")

@@ -1,7 +1,8 @@
 """The question's camera frame prepared (encoded and prefilled) while it is spoken, then its words so far.
 
 The voice line calls `prepare` in a thread of its own at the first sound of speech (and again when the question
-is sure to have started), and for each `HeardSoFar` (fastvlm/speech/ahead.py) with the words heard so far.
+is sure to have started), and for each `HeardSoFar` (fastvlm/speech/ahead.py) with the words heard so far. Once an
+answer is decoded, `prepare_turns` prefills the turns the next question will carry while the answer is spoken.
 """
 
 from __future__ import annotations
@@ -35,5 +36,22 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, star
                 return
             if not words:
                 time.sleep(0.1)
+    except InputError as e:
+        log.info("the camera frame cannot be used: %s", e)
+
+
+def prepare_turns(engine: Backend, session: VoiceSession, resolution: int | None, turns: int) -> None:
+    """An answer was decoded and is being spoken: until the next question the engine is idle, so the turns that
+    question will carry (`VoiceSession.conversation`) are prefilled now, with the camera's latest frame after
+    them. The turns are the start of the next question's prompt and stay in the KV cache; its own frame, known
+    only when it is spoken, then costs its prepare alone. A question (or its prepare) preempts this one."""
+    latest, frame = session.answer, session.frame
+    if latest is None or not latest.finished or session.question_frame is not None or frame is None:
+        return  # stopped part way (Stop, or a question over it), or the next question has begun: its prepare runs
+    history = session.conversation(turns)
+    if not history:
+        return
+    try:
+        engine.prepare(frame, resolution, history=history, image_with_question=True)
     except InputError as e:
         log.info("the camera frame cannot be used: %s", e)

@@ -26,7 +26,7 @@ from ..inputs import Refused, bounded_frames, bounded_recordings
 from ..widgets import INSTANT, by_component, fail, ms, readout_html, toast_text
 from .links import VoiceLinks
 from .listening import record
-from .prepare import prepare
+from .prepare import prepare, prepare_turns
 from .models import SpeechModels, VoiceUnavailable
 from .page import CAMERA_ON_JS, LINE_JS, STATUS_CSS, STOP_JS
 from .session import TurnTimes, VoiceSession
@@ -232,6 +232,9 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
     for answering in (line_answer, ptt_answer):  # "multiple": the turn before may still be waiting to end
         answering.then(on_speak, session, list(rest.values()), trigger_mode="multiple", concurrency_id="voice-speak",
                        concurrency_limit=None, **_HIDDEN)
+        answering.then(lambda state: prepare_turns(engine, state, settings.camera_resolution,
+                                                   settings.voice_history_turns), session, None,
+                       concurrency_id="prepare", concurrency_limit=None, **_HIDDEN)
     ui["stop"].click(stop, session, [ui["status"], ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
                      queue=False, **_HIDDEN)
 

@@ -25,7 +25,8 @@ NARROW_DETAIL = ("AVX2 without AVX-512: the vision encoder runs in f32 on 256-bi
                  "docs/performance.md)")
 NARROW_FIX = ("answer at 512 px (--resolution 512); int8 vision (convert --int8, then --vision int8) took 0.65x / "
               "0.56x the f32 time there: check its answers with doctor --int8-vision; for hands-free voice, fewer "
-              "conversation turns (--voice-turns 1 or 0: a turn is ~1 s of prefill with a camera frame)")
+              "conversation turns (--voice-turns 1 or 0: a turn is ~1 s of prefill, which a question asked over an "
+              "answer waits for)")
 
 
 def machine_section(threads: int) -> tuple[Section, dict]:

@@ -1,13 +1,16 @@
 """The question's frame prepared while it is spoken (ui/voice/prepare.py), on an engine that refuses a given
 number of times: retried briefly for a frame, once for words; never for no frame or a frame a newer question
-replaced; its words wanted only once the frame is prepared."""
+replaced; its words wanted only once the frame is prepared. Once an answer is decoded, the next question's turns
+before the latest frame."""
 
 import numpy as np
 import pytest
 
+from fastvlm import Request, Turn
 from ui.voice import prepare as preparing
-from ui.voice.prepare import prepare
+from ui.voice.prepare import prepare, prepare_turns
 from ui.voice.session import VoiceSession
+from ui.voice.spoken import SpokenAnswer
 
 FRAME = np.zeros((4, 4, 3), np.uint8)
 
@@ -68,3 +71,39 @@ def test_no_frame_or_a_frame_replaced_by_a_newer_question_is_not_prepared(slept)
     engine = Refusing(refusals=5, on_prepare=lambda: setattr(session, "question_frame", FRAME.copy()))
     prepare(engine, session, 512, start_s=0.0)
     assert len(engine.asked) == 1  # the next try sees the newer question's frame and gives it up
+
+
+class Recording:
+    def __init__(self):
+        self.prepared = []
+
+    def prepare(self, frame, resolution, words="", history=(), image_with_question=False):
+        self.prepared.append((frame, history, image_with_question))
+        return True
+
+
+def spoken_answer(finished=True) -> SpokenAnswer:
+    answer = SpokenAnswer(Request(FRAME, "What colour?", (Turn("What is it?", "A cup."),)), chunker=None, queue=None,
+                          text="Red.")
+    answer.finished = finished
+    return answer
+
+
+def test_once_an_answer_is_decoded_the_turns_the_next_question_carries_are_prepared_before_the_latest_frame():
+    engine, latest = Recording(), np.ones((4, 4, 3), np.uint8)
+    prepare_turns(engine, VoiceSession(answer=spoken_answer(), frame=latest), 512, turns=3)
+    assert engine.prepared == [(latest, (Turn("What is it?", "A cup."), Turn("What colour?", "Red.")), True)]
+
+
+@pytest.mark.parametrize("session", [
+    VoiceSession(answer=spoken_answer(finished=False), frame=FRAME),  # stopped part way: Stop, a question over it
+    VoiceSession(answer=spoken_answer(), frame=FRAME, question_frame=FRAME),  # the next question has begun
+    VoiceSession(answer=spoken_answer(), frame=None),  # no camera frame
+    VoiceSession(answer=None, frame=FRAME),  # no answer yet, or Stop ended the conversation
+])
+def test_no_turns_are_prepared_after_a_stopped_answer_once_a_question_began_or_without_a_frame(session):
+    engine = Recording()
+    prepare_turns(engine, session, 512, turns=3)
+    assert engine.prepared == []
+    prepare_turns(engine, VoiceSession(answer=spoken_answer(), frame=FRAME), 512, turns=0)  # no conversation
+    assert engine.prepared == []

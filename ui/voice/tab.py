@@ -234,7 +234,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
                        concurrency_limit=None, **_HIDDEN)
         answering.then(lambda state: prepare_turns(engine, state, settings.camera_resolution,
                                                    settings.voice_history_turns), session, None,
-                       concurrency_id="prepare", concurrency_limit=None, **_HIDDEN)
+                       trigger_mode="always_last", concurrency_id="prepare", concurrency_limit=None, **_HIDDEN)
     ui["stop"].click(stop, session, [ui["status"], ui["speaker"]], js=STOP_JS, cancels=[line_answer, ptt_answer],
                      queue=False, **_HIDDEN)
 

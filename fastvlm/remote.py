@@ -25,7 +25,7 @@ from PIL import Image as PILImage
 from .engine import preprocess
 from .engine.config import TRAINED_RESOLUTION
 from .engine.events import Busy, Done, Event, FirstToken, InputError, Notice, Request, Result, Stats, TextDelta, collect
-from .engine.prompt import Turn
+from .engine.prompt import Turn, image_turn
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class RemoteEngine:
         url = image_data_url(request.image, self.image_format)
         messages: list[dict] = []
         turns = [*((t.question, t.answer) for t in request.history), (request.question, None)]
-        at = len(turns) - 1 if request.image_with_question else 0  # the message that holds the image
+        at = image_turn(len(turns), request.image_with_question)  # the message that holds the image
         for i, (question, answer) in enumerate(turns):
             text = {"type": "text", "text": question}
             content = [{"type": "image_url", "image_url": {"url": url}}, text] if i == at else [text]

@@ -63,6 +63,11 @@ def turn_markers() -> tuple[str, str, str]:
     return _USER, _ASSISTANT, _CLOSE
 
 
+def image_turn(turns: int, image_with_question: bool) -> int:
+    """Which of a conversation's `turns` (the question's own counted) holds the image: the first, or the question's."""
+    return turns - 1 if image_with_question else 0
+
+
 def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM,
           image_with_question: bool = False) -> tuple[Segment, ...]:
     """The whole prompt. The image goes in the first turn (a conversation about one image), or, with
@@ -70,7 +75,7 @@ def build(question: str, history: tuple[Turn, ...] = (), system: str = SYSTEM,
     each question; LLaVA-style chat templates put the image at the start of whichever message holds it). Either
     way a question without history gets the same prompt."""
     turns = [*((t.question, t.answer) for t in history), (question, None)]
-    at = len(turns) - 1 if image_with_question else 0
+    at = image_turn(len(turns), image_with_question)
     segs: list[Segment] = [Segment("template", f"{IM_START}system\n{system}{IM_END}\n")]
     for i, (q, a) in enumerate(turns):
         segs += [Segment("template", _USER), Segment("image"), Segment("template", "\n")] if i == at else \

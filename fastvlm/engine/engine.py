@@ -1,6 +1,6 @@
 """The FastVLM engine: one image + question in, a stream of typed events out.
 
-Single flight: one inference at a time across all threads. `stream()` waits for its turn
+Single flight (`flight.Flight`): one inference at a time across all threads. `stream()` waits for its turn
 (or raises `Busy` at once with `wait=0`), `prepare()` only runs when the engine is idle
 and gives way to a real request within one prefill chunk, unless that request is for the
 image being prepared (then it waits for the prefill it needs); a prepare for a newer image
@@ -11,10 +11,8 @@ state; image embeddings and KV snapshots are caches keyed by content.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +23,8 @@ from .cancel import CancelToken, on_cancel
 from .config import FAST_RESOLUTION, TRAINED_RESOLUTION, EngineConfig, check_resolution
 from .decode import AnswerIds, Decode
 from .describe import loaded
-from .events import Busy, Done, Event, InputError, Notice, Request, Result, Stats, all_but_done, collect
+from .events import Done, Event, InputError, Notice, Request, Result, Stats, all_but_done, collect
+from .flight import Claim, Flight
 from .kv import LRU, Image
 from .lm import Cancelled, LanguageModel
 from .prompt import Turn
@@ -34,8 +33,6 @@ from .vision import EncodeCancelled, VisionEncoder
 log = logging.getLogger(__name__)
 
 OFFERED_RESOLUTIONS = (TRAINED_RESOLUTION, FAST_RESOLUTION)
-QUEUE_POLL_S = 0.05  # a request waiting for its turn looks at its cancel token this often
-PREPARE_WAIT_S = 10.0  # the longest a newer prepare waits for the one it replaces to give way
 
 
 class Engine:
@@ -44,16 +41,7 @@ class Engine:
     def __init__(self, vision: VisionEncoder, lm: LanguageModel, config: EngineConfig, clock=time.perf_counter):
         self.vision, self.lm, self.config = vision, lm, config
         self._clock = clock
-        self._lock = threading.Lock()
-        self._guard = threading.Lock()
-        self._let_go = threading.Condition(self._guard)  # a prepare let go of the lock
-        self._waiting = 0  # real requests waiting for the lock; a running prepare() yields to them
-        self._queued = 0  # all requests waiting for the lock, those that let a prepare finish too: none starts then
-        self._preparing = None  # the image a running prepare() is for: a request for it waits, not preempts
-        self._preparing_size = 0  # and its size (a request for the same image at another size preempts)
-        self._preparing_words = ""  # and the words of its question it prefills
-        self._preparing_history: tuple = ()  # and the conversation before that question: (turns, image_with_question)
-        self._prepares = 0  # prepare() calls so far: only the newest may run
+        self._flight = Flight()
         self._embeddings = LRU(config.embedding_cache)
         self._answers = AnswerIds(64)  # recent answers' own token ids: quoting one reuses the KV cache
 
@@ -107,60 +95,7 @@ class Engine:
 
     @property
     def busy(self) -> bool:
-        return self._lock.locked()
-
-    # -- single flight --------------------------------------------------------
-    @contextmanager
-    def _turn(self, wait: float | None, cancel: CancelToken, image=None, size: int = 0):
-        """Hold the engine; `Busy` after `wait` s. A request cancelled while in line gets in without the engine (it
-        only ends, costing no encode and no prefill). A request for the very image (and size) being prepared lets
-        that prefill finish (it would only redo it: a camera frame prepared while the question is spoken)."""
-        with self._guard:
-            preempts = image is None or not (preprocess.same_source(image, self._preparing)
-                                             and size == self._preparing_size)
-            self._waiting += preempts
-            self._queued += 1
-        try:
-            got = self._acquire(wait, cancel)
-        finally:
-            with self._guard:
-                self._waiting -= preempts
-                self._queued -= 1
-        if not got and not cancel.cancelled:
-            raise Busy("the engine is answering another request; try again in a moment")
-        try:
-            yield
-        finally:
-            if got:
-                self._lock.release()
-
-    def _acquire(self, wait: float | None, cancel: CancelToken) -> bool:
-        """The lock within `wait` seconds (None: however long), looking at `cancel` every QUEUE_POLL_S."""
-        deadline, left = (None, None) if wait is None else (time.monotonic() + max(wait, 0), max(wait, 0))
-        while not self._lock.acquire(timeout=QUEUE_POLL_S if left is None else min(QUEUE_POLL_S, left)):
-            left = None if deadline is None else max(deadline - time.monotonic(), 0)
-            if cancel.cancelled or left == 0:
-                return False
-        return True
-
-    def _preempted(self) -> bool:
-        return self._waiting > 0
-
-    def _acquire_for_prepare(self, mine: int, claim: tuple) -> bool:
-        """The lock for prepare number `mine`, claimed for `claim` (image, size, words, history) in the same step,
-        once the prepare running (if any) gave way, within PREPARE_WAIT_S; never while an answer holds it or waits,
-        nor once a newer prepare was asked for. Under `_guard` a prepare holds the lock exactly while `_preparing`
-        is set, so a lock held with nothing being prepared is an answer's."""
-        deadline = time.monotonic() + PREPARE_WAIT_S
-        with self._let_go:
-            while not self._queued and self._prepares == mine:
-                if self._lock.acquire(blocking=False):
-                    self._preparing, self._preparing_size, self._preparing_words, self._preparing_history = claim
-                    return True
-                if self._preparing is None or time.monotonic() > deadline:
-                    return False
-                self._let_go.wait(QUEUE_POLL_S)
-        return False
+        return self._flight.busy
 
     # -- requests -------------------------------------------------------------
     def stream(self, request: Request, wait: float | None = None, cancel: CancelToken | None = None) -> Iterator[Event]:
@@ -170,7 +105,7 @@ class Engine:
         t0 = self._clock()
         size = self.check_resolution(request.resolution)  # a bad size fails before waiting for a turn
         cancel = cancel or CancelToken()
-        with self._turn(wait, cancel, request.image, size):
+        with self._flight.turn(wait, cancel, request.image, size):
             done = yield from all_but_done(self._events(request, t0, cancel))
         if done is not None:
             yield done  # once the engine is free: after Stop, Gradio may never ask past the last event
@@ -201,39 +136,19 @@ class Engine:
         conversation's turns before the question (the voice tab's), prefilled between the image and the words, or
         before the image with `image_with_question` (as `Request` has them)."""
         size = self.check_resolution(resolution)
-        with self._guard:
-            if self._queued:
+        with self._flight.preparing(Claim(image, size, words, (history, image_with_question))) as stale:
+            if stale is None:
                 return False
-            same = (preprocess.same_source(image, self._preparing) and size == self._preparing_size
-                    and (history, image_with_question) == self._preparing_history)
-            if same and words in ("", self._preparing_words):
-                return False  # already under way
-            if words and self._preparing is not None and not same:
-                return False  # another image is being prepared (someone else's question): it comes first
-            self._prepares += 1
-            mine = self._prepares
-        if not self._acquire_for_prepare(mine, (image, size, words, (history, image_with_question))):
-            return False
-
-        def stale() -> bool:  # an answer waits, or a newer prepare was asked for
-            return self._preempted() or self._prepares != mine
-
-        try:
-            img, _, _ = self._embed(image, size)
-            if stale():
+            try:
+                img, _, _ = self._embed(image, size)
+                if stale():
+                    return False
+                budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
+                parts = planner.prefix_parts(img, self._tokenize, words, history, budget, image_with_question)
+                self.lm.prefill(parts, should_stop=stale, logits=False)
+                return True
+            except Cancelled:
                 return False
-            budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
-            parts = planner.prefix_parts(img, self._tokenize, words, history, budget, image_with_question)  # as asked
-            self.lm.prefill(parts, should_stop=stale, logits=False)
-            return True
-        except Cancelled:
-            return False
-        finally:
-            with self._let_go:
-                self._preparing, self._preparing_size, self._preparing_words = None, 0, ""
-                self._preparing_history = ()
-                self._lock.release()
-                self._let_go.notify_all()
 
     def _embed(self, image, resolution: int | None,
                cancel: CancelToken | None = None) -> tuple[Image, float, float | None]:
@@ -312,7 +227,7 @@ class Engine:
                 self._answers.put(*spelled)
 
     def close(self) -> None:
-        with self._lock:
+        with self._flight.lock:
             for part in (self.lm, self.vision):
                 close = getattr(part, "close", None)
                 if close:

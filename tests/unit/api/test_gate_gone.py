@@ -72,11 +72,11 @@ def test_a_client_that_leaves_during_the_encode_stops_it():
 def test_a_client_that_leaves_while_in_line_costs_no_encode():
     vision = FakeVision()
     engine = _engine(vision)
-    engine._lock.acquire()  # another answer holds the engine
+    engine._flight.lock.acquire()  # another answer holds the engine
     try:
         first, took, admitted = _open(engine, _gone_after(0.2), wait=30)
     finally:
-        engine._lock.release()
+        engine._flight.lock.release()
     assert isinstance(first, Done) and first.stats.stop_reason == "cancelled"
     assert took < 3 and vision.calls == 0 and admitted == 0
 

@@ -127,12 +127,12 @@ def test_prepare_encodes_and_prefills_prefix_while_idle():
 
 def test_prepare_yields_to_a_real_request():
     engine, lm = make(delay=0.05)
-    engine._waiting = 1  # a request is queued
+    engine._flight._waiting = 1  # a request is queued
     assert engine.prepare(IMG) is False
-    engine._waiting = 0
+    engine._flight._waiting = 0
     engine.answer(Request(IMG, "hold"))  # warm the embedding cache so prepare reaches prefill
     hits = iter([False, True])
-    engine._preempted = lambda: next(hits, True)
+    engine._flight.preempted = lambda: next(hits, True)
     assert engine.prepare(IMG) is False  # cancelled between chunks
     assert not engine.busy
 

@@ -5,7 +5,7 @@ the engine."""
 import threading
 import time
 
-from fastvlm.engine.engine import QUEUE_POLL_S
+from fastvlm.engine.flight import QUEUE_POLL_S
 from fastvlm.engine.events import Request
 from tests.unit.engine.test_engine import IMG, preparing, slow_prefix_engine
 
@@ -37,9 +37,9 @@ class SlowLock:
 
 def test_a_newer_prepare_takes_over_however_slowly_the_running_one_lets_go():
     engine, lm = slow_prefix_engine()
-    engine._lock = SlowLock(release_pause=4 * QUEUE_POLL_S)  # the newer one looks several times while it lets go
+    engine._flight.lock = SlowLock(release_pause=4 * QUEUE_POLL_S)  # the newer one looks several times while it lets go
     worker, first = preparing(engine, lm, IMG)
-    engine._lock.armed = True
+    engine._flight.lock.armed = True
     assert engine.prepare(255 - IMG) is True, "the newer prepare gave up while the running one let go"
     worker.join()
     assert first["ok"] is False and engine.vision.calls == 2
@@ -47,12 +47,12 @@ def test_a_newer_prepare_takes_over_however_slowly_the_running_one_lets_go():
 
 def started_taking_the_lock(engine, image) -> tuple[threading.Thread, dict]:
     """`engine.prepare(image)` in a thread, stretched between having the lock and going on: (thread, {"ok": ...})."""
-    engine._lock = SlowLock(acquire_pause=4 * QUEUE_POLL_S)
-    engine._lock.armed = True
+    engine._flight.lock = SlowLock(acquire_pause=4 * QUEUE_POLL_S)
+    engine._flight.lock.armed = True
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(ok=engine.prepare(image)))
     worker.start()
-    assert engine._lock.obtained.wait(5)
+    assert engine._flight.lock.obtained.wait(5)
     return worker, out
 
 

@@ -41,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--browser", action="store_true",
                    help="with --journeys: walk them through the real page in headless Chromium on this machine "
                         "(the laptop case; needs playwright and /usr/bin/chromium)")
+    p.add_argument("--voice-slot-s", type=float, default=None, metavar="S",
+                   help="with --journeys --browser: the voice walk asks a question every S s (default 12: over the "
+                        "answer before it, which sounds 13 s or more; longer: each answer heard to its end first, as "
+                        "the report's talked_over 0 shows)")
     p.add_argument("--echo", type=int, default=0, metavar="N",
                    help="with --journeys --browser: N answers played with the page's speaker looped into its "
                         "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")

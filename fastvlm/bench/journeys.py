@@ -55,18 +55,22 @@ class JourneySettings:
                                  # (AppSettings.voice_chunk_s)
     voice_preemptive: bool = True  # semantic rule: the answer begun at TurnLikelyEnded (bench-voice --preemptive)
     voice_words_ahead_s: float = SpeechConfig.words_ahead_s  # the question's words heard and prefilled as spoken
+    voice_slot_s: float = 12.0  # the browser's voice walk: a question every this many seconds. Each answer sounds
+                                # 13 s or more (`media.ReferenceSpeaker`), so at 12 s the next question is spoken
+                                # over it; with a longer slot (the report's `talked_over` 0) each is heard to its end
 
     @classmethod
     def quick(cls) -> JourneySettings:
         return cls(repeats=2, typing_s=0.3, early_s=0.05, snapshot_s=0.2, live_s=3.0, cadence_s=0.5, max_tokens=8,
-                   live_max_tokens=8, voice_runs=1, pause_questions=2)
+                   live_max_tokens=8, voice_runs=1, pause_questions=2, voice_slot_s=8.0)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JourneySettings:
-        """`--quick`'s settings or the full ones, with `--words-ahead-s` when given."""
+        """`--quick`'s settings or the full ones, with `--words-ahead-s` and `--voice-slot-s` when given."""
         settings = cls.quick() if getattr(args, "quick", False) else cls()
-        ahead = getattr(args, "words_ahead_s", None)
-        return settings if ahead is None else replace(settings, voice_words_ahead_s=ahead)
+        given = {"voice_words_ahead_s": getattr(args, "words_ahead_s", None),
+                 "voice_slot_s": getattr(args, "voice_slot_s", None)}
+        return replace(settings, **{k: v for k, v in given.items() if v is not None})
 
 
 class Frames:

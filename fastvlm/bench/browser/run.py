@@ -24,9 +24,7 @@ from . import page as pg
 
 log = logging.getLogger(__name__)
 SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own start-up is not the journey
-# seconds per spoken question: each answer sounds ~13 s (`media.ReferenceSpeaker`); the next question comes once
-# the first sound has been measured, and cuts the rest off (barge-in, on by default)
-SLOT_S = 12.0
+SLOT_S = 12.0  # seconds per spoken question of `--questions people`, at least (their longest takes 6.6 s)
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
 ROOM_BARGE_INS, ROOM_BARGE_AFTER_S = 8, 2.0  # with --echo-room: questions over answers, this far into their sound
 ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
@@ -140,6 +138,11 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     return 0
 
 
+def voice_slot_s(settings: JourneySettings, questions: str) -> float:
+    """Seconds per question of the voice walk: the settings' (`--voice-slot-s`), at least SLOT_S for people's."""
+    return settings.voice_slot_s if questions == "espeak" else max(settings.voice_slot_s, SLOT_S)
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -151,8 +154,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=150)  # 15 s before the webcam loop repeats
     spoken = speech = None
     if not args.no_voice:
-        quick = args.quick and args.questions == "espeak"  # people's longest question takes 6.6 s of a slot
-        spoken = _questions(args.questions, tmp / "questions.wav", slot_s=8.0 if quick else SLOT_S)
+        spoken = _questions(args.questions, tmp / "questions.wav", slot_s=voice_slot_s(settings, args.questions))
         speech = speech_models(args.threads, tmp / "spoken", settings.voice_words_ahead_s)
     out: dict = {}
     with serve.serve(engine, app_settings(settings), speech) as url, \
@@ -279,4 +281,5 @@ def _voice(voice: dict) -> dict:
                                                   if r["page_first_sound_s"] is not None]),
             "page_share_median_s": _median([r["total_s"] - r["page_first_sound_s"] for r in rows
                                             if r["page_first_sound_s"] is not None]),
-            "questions_heard": voice["heard"], "mic_lead_s": voice["mic_lead_s"], "runs": voice["runs"]}
+            "questions_heard": voice["heard"], "talked_over": voice["talked_over"], "mic_lead_s": voice["mic_lead_s"],
+            "runs": voice["runs"]}

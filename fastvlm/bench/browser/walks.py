@@ -165,7 +165,8 @@ READOUT = re.compile(r"STT (\d+ ms|[\d.]+ s) · TTFT (\d+ ms|[\d.]+ s) · first 
 def voice(page, spoken, turns: int, timeout_s: float) -> dict:
     """Start hands-free on the Voice + camera tab; the fake microphone loops `spoken` (media.SpokenQuestions).
     Until `turns` answers have started to sound (or `timeout_s`): per heard question, end of speech (the page's
-    microphone stream) -> the answer's audio playing in the page, the transcript shown and the page's readout."""
+    microphone stream) -> the answer's audio playing in the page, the transcript shown and the page's readout;
+    `talked_over`: the questions that stopped the sound of the answer before (`voice_slot_s` shorter than it)."""
     page.get_by_role("tab", name="Voice + camera").click()
     pg.watch(page, "transcript", "#voice-transcript textarea")
     pg.watch(page, "readout", "#voice-readout")
@@ -174,9 +175,11 @@ def voice(page, spoken, turns: int, timeout_s: float) -> dict:
     end = time.time() + timeout_s
     while time.time() < end and len(_voice_rows(pg.recorded(page), spoken)) < turns:
         time.sleep(0.5)
+    talked_over = len(_barge_rows(page, spoken))  # before Stop, which hushes the sound too
     page.locator("#voice-stop").click()
     rec = pg.recorded(page)
     return {"runs": _voice_rows(rec, spoken)[:turns], "heard": len(_first_per_slot(rec, spoken)),
+            "talked_over": talked_over,
             "mic_lead_s": (rec["speech_starts"][0] - rec["mic_opened"]) if rec["speech_starts"] else None}
 
 

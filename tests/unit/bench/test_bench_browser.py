@@ -3,6 +3,7 @@ requests and questions, and the one-line failure without a browser."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,7 +13,8 @@ import pytest
 
 from fastvlm.bench.browser import media, walks
 from fastvlm.bench.browser import page as pg
-from fastvlm.bench.browser.run import _voice, browser_settings
+from fastvlm.bench.cli import add_arguments
+from fastvlm.bench.browser.run import _voice, browser_settings, voice_slot_s
 from fastvlm.bench.journeys import JourneySettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,6 +25,18 @@ def test_readout_times_read_as_the_ui_writes_them():
 
     for seconds in (0.004, 0.64, 9.5, 12.34):
         assert pg.seconds(ms(seconds)) == pytest.approx(seconds, abs=0.051)
+
+
+def test_the_voice_walk_asks_every_voice_slot_s_and_peoples_questions_get_room_to_fit():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    settings = lambda *argv: JourneySettings.from_args(parser.parse_args(["--journeys", "--browser", *argv]))  # noqa: E731
+    assert voice_slot_s(settings(), "espeak") == 12.0  # over the answer before, as the walk always asked
+    assert voice_slot_s(settings("--voice-slot-s", "40"), "espeak") == 40.0  # each answer heard to its end
+    assert voice_slot_s(settings("--quick"), "espeak") == 8.0
+    assert voice_slot_s(settings("--quick"), "people") == 12.0  # their longest question takes 6.6 s
+    assert voice_slot_s(settings("--quick", "--voice-slot-s", "30", "--words-ahead-s", "0.8"), "people") == 30.0
+    assert settings("--words-ahead-s", "0.8").voice_words_ahead_s == 0.8
 
 
 def test_spoken_questions_are_found_by_their_slot():
@@ -115,8 +129,9 @@ def test_voice_rows_pair_each_question_with_the_first_sound_before_the_next():
     assert rows[0]["total_s"] == pytest.approx(1.1)
     assert (rows[0]["page_stt_s"], rows[0]["page_ttft_s"], rows[0]["page_first_sound_s"]) == (0.3, 0.09, 0.9)
     assert rows[1]["page_first_sound_s"] is None
-    summary = _voice({"runs": rows, "heard": 3, "mic_lead_s": 0.5})
+    summary = _voice({"runs": rows, "heard": 3, "talked_over": 1, "mic_lead_s": 0.5})
     assert summary["page_share_median_s"] == pytest.approx(0.2)  # 1.1 s on the page, 0.9 s of it the server's own
+    assert summary["talked_over"] == 1  # the walk's count of questions that stopped the answer before
 
 
 def test_a_question_paused_in_is_one_question_and_one_answered_before_its_end_is_cut():
@@ -134,7 +149,7 @@ def test_a_question_paused_in_is_one_question_and_one_answered_before_its_end_is
     assert rows[0]["total_s"] == pytest.approx(0.6) and rows[1]["total_s"] == pytest.approx(-0.3)
     assert rows[1]["last_transcript"] == "is it?"  # what the page showed last for it
     assert rows[0]["rest_s"] is None and rows[1]["rest_s"] == pytest.approx(0.8)  # it sounded again at 12.3 s
-    summary = _voice({"runs": rows, "heard": 2, "mic_lead_s": 0.5})
+    summary = _voice({"runs": rows, "heard": 2, "talked_over": 0, "mic_lead_s": 0.5})
     assert summary["cut"] == 1 and summary["n"] == 1 and summary["median_s"] == pytest.approx(0.6)
     assert summary["cut_answered_again"] == 1 and summary["cut_again_median_s"] == pytest.approx(0.8)
     assert summary["wer"] == 0.0 and len(summary["runs"]) == 2  # the WER of the questions not cut off

@@ -27,6 +27,10 @@ SETTLE_S = 2.0  # after a page loads, before a journey starts: the page's own st
 SLOT_S = 12.0  # seconds per spoken question of `--questions people`, at least (their longest takes 6.6 s)
 BARGE_AFTER_S = 0.7  # the barge-in walk: each question starts this long after the answer before it sounds
 ROOM_BARGE_INS, ROOM_BARGE_AFTER_S = 8, 2.0  # with --echo-room: questions over answers, this far into their sound
+# The fake webcam loops 17.3 s: no multiple of the voice walk's slot (8, 12 or 40 s) up to its 5th question comes
+# within 1 s of a multiple of that, so no question's frame is one an earlier question's prepare left in the engine's
+# cache (a real camera never sends the same picture twice; with 15 s, 3 slots of 40 s were 8 loops)
+CAMERA_FRAMES, CAMERA_FPS = 173, 10
 ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
@@ -151,7 +155,7 @@ def _walk_all(engine, settings: JourneySettings, tmp: Path, size: int, args) -> 
     """Every journey, each by a new person (a fresh browser context), in the order of the engine-only report."""
     n = settings.repeats
     uploads = iter(media.write_uploads(tmp / "uploads", 4 * n + 1, seed=size))
-    clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=150)  # 15 s before the webcam loop repeats
+    clip = media.write_y4m(tmp / "camera.y4m", 640, 480, frames=CAMERA_FRAMES, fps=CAMERA_FPS)
     spoken = speech = None
     if not args.no_voice:
         spoken = _questions(args.questions, tmp / "questions.wav", slot_s=voice_slot_s(settings, args.questions))

@@ -14,7 +14,7 @@ import pytest
 from fastvlm.bench.browser import media, walks
 from fastvlm.bench.browser import page as pg
 from fastvlm.bench.cli import add_arguments
-from fastvlm.bench.browser.run import _voice, browser_settings, voice_slot_s
+from fastvlm.bench.browser.run import CAMERA_FPS, CAMERA_FRAMES, _voice, browser_settings, voice_slot_s
 from fastvlm.bench.journeys import JourneySettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,6 +37,16 @@ def test_the_voice_walk_asks_every_voice_slot_s_and_peoples_questions_get_room_t
     assert voice_slot_s(settings("--quick"), "people") == 12.0  # their longest question takes 6.6 s
     assert voice_slot_s(settings("--quick", "--voice-slot-s", "30", "--words-ahead-s", "0.8"), "people") == 30.0
     assert settings("--words-ahead-s", "0.8").voice_words_ahead_s == 0.8
+
+
+def test_no_question_of_the_voice_walk_sees_an_earlier_questions_camera_frame_again():
+    """The fake webcam loops; a question asked a whole number of loops after another would get that one's frame,
+    whose embeddings the engine has cached: its prepare would skip the encode, as no real camera allows."""
+    loop_s = CAMERA_FRAMES / CAMERA_FPS
+    for slot in (8.0, 12.0, 40.0):  # --quick, the default, and --voice-slot-s 40 (each answer heard to its end)
+        for k in range(1, 5):
+            off = k * slot % loop_s
+            assert min(off, loop_s - off) > 1.0, f"question {k + 1} at a {slot} s slot sees question 1's frame again"
 
 
 def test_spoken_questions_are_found_by_their_slot():

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
 JOURNEYS_IGNORE = {"images": [], "prompts": None, "soak": 0, "follow_up": False, "prepared": False}
 RAW_FLOOR = {"num_runs": 5, "warmup_runs": 1, "max_tokens": 32}  # with --journeys: the --raw floor's runs only
+MIN_VOICE_SLOT_S = 8.0  # --quick's: a question (up to 2.5 s after its 0.5 s lead-in) and its answer's first sound
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,6 +85,11 @@ def _refused(args: argparse.Namespace) -> str | None:
         return "--echo is a walk through the page: add --journeys --browser"
     if args.echo_room and not args.echo:
         return "--echo-room is how the echo walk's answers reach the microphone: add --echo N"
+    if args.voice_slot_s is not None and not args.browser:
+        return "--voice-slot-s paces the page's voice walk: add --journeys --browser"
+    if args.voice_slot_s is not None and args.voice_slot_s < MIN_VOICE_SLOT_S:
+        return f"--voice-slot-s {args.voice_slot_s:g} is too short for a question and its answer: give at least " \
+               f"{MIN_VOICE_SLOT_S:g}"
     if args.questions != "espeak" and not args.browser:
         return ("--questions chooses who speaks into the page's microphone: add --journeys --browser "
                 "(engine-only: bench-voice --questions people)")

@@ -120,6 +120,8 @@ def test_printed_times_are_milliseconds(capsys):
     (["--journeys", "--echo", "3"], "--echo is a walk through the page"),
     (["--journeys", "--browser", "--echo-room"], "--echo-room is how the echo walk's answers reach the microphone"),
     (["--journeys", "--questions", "people"], "--questions chooses who speaks into the page's microphone"),
+    (["--journeys", "--voice-slot-s", "40"], "--voice-slot-s paces the page's voice walk: add --journeys --browser"),
+    (["--journeys", "--browser", "--voice-slot-s", "5"], "--voice-slot-s 5 is too short for a question and its answer"),
     (["--journeys", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs, --max-tokens: only with --raw"),
     (["--journeys", "--raw", "--browser", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs"),
 ])

@@ -211,9 +211,9 @@ class RemoteEngine:
                 image_with_question: bool = False) -> bool:
         """Ask the server to encode `image` while idle (`POST /v1/prepare`, this app's extension);
         False when it is busy, lacks the extension, or fails (preparing only saves time). The extension takes
-        no question, so a prepare with `words` is not sent (it would only send the image again), and `history`
-        is not prefilled there (the image is still encoded ahead)."""
-        if not self._prepare_supported or words:
+        no question, so a prepare with `words` is not sent (it would only send the image again), nor one without
+        an image (the turns alone), and `history` is not prefilled there (the image is still encoded ahead)."""
+        if not self._prepare_supported or words or image is None:
             return False
         body = {"image_url": {"url": image_data_url(image, self.image_format)}, "resolution": resolution}
         try:

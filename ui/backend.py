@@ -22,7 +22,8 @@ class Backend(Protocol):
     def prepare(self, image: Any, resolution: int | None = None, words: str = "",
                 history: tuple[Turn, ...] = (), image_with_question: bool = False) -> bool:
         """Encode `image` (and prefill its prompt prefix, the conversation's earlier turns `history`, and `words`, a
-        question's first words, laid out as `Request` lays them out) while idle; False when busy."""
+        question's first words, laid out as `Request` lays them out) while idle; False when busy. `image` None:
+        the turns before the image alone (`image_with_question`)."""
         ...
 
     def describe(self) -> dict:

@@ -134,18 +134,23 @@ class Engine:
         the running one be, and never drops words already prefilled for that image. Nothing starts, nor takes
         over, while a request waits (one about the image being prepared lets that prepare finish). `history`: the
         conversation's turns before the question (the voice tab's), prefilled between the image and the words, or
-        before the image with `image_with_question` (as `Request` has them)."""
+        before the image with `image_with_question` (as `Request` has them). `image` None: only what comes before
+        the image with `image_with_question` is prefilled, the system prompt and `history` (the voice tab, while an
+        answer is spoken: the next question's frame is not known yet); False without `history`."""
+        if image is None and not (history and image_with_question):
+            return False
         size = self.check_resolution(resolution)
         with self._flight.preparing(Claim(image, size, words, (history, image_with_question))) as stale:
             if stale is None:
                 return False
             try:
-                img, _, _ = self._embed(image, size)
+                img = planner.stand_in(size, self.lm.n_embd) if image is None else self._embed(image, size)[0]
                 if stale():
                     return False
                 budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
                 parts = planner.prefix_parts(img, self._tokenize, words, history, budget, image_with_question)
-                self.lm.prefill(parts, should_stop=stale, logits=False)
+                self.lm.prefill(parts if image is not None else planner.before_image(parts), should_stop=stale,
+                                logits=False)
                 return True
             except Cancelled:
                 return False

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import prompt
+from .config import PATCH
 from .events import InputError
 from .kv import Image, Part, Tokens
 from .prompt import Segment, Turn
@@ -63,6 +66,18 @@ def prefix_parts(image: Image, tokenize: Tokenize, words: str = "", history: tup
     if words:
         lists[-1] = lists[-1][:WORDS_AHEAD_TOKENS]
     return to_parts(lists, image)
+
+
+def stand_in(size: int, dim: int) -> Image:
+    """An image of `size` that is never prefilled: it holds the place (and counts the positions) of a frame not
+    known yet, so that `prefix_parts` keeps the turns that leave room for it."""
+    return Image(f"stand-in@{size}", np.zeros(((size // PATCH) ** 2, dim), np.float32))
+
+
+def before_image(parts: tuple[Part, ...]) -> tuple[Part, ...]:
+    """The parts before the first image."""
+    first = next((i for i, part in enumerate(parts) if isinstance(part, Image)), len(parts))
+    return parts[:first]
 
 
 def _count(token_lists: list[list[int] | None], n_image: int) -> int:

@@ -42,16 +42,14 @@ def prepare(engine: Backend, session: VoiceSession, resolution: int | None, star
 
 def prepare_turns(engine: Backend, session: VoiceSession, resolution: int | None, turns: int) -> None:
     """An answer was decoded and is being spoken: until the next question the engine is idle, so the turns that
-    question will carry (`VoiceSession.conversation`) are prefilled now, with the camera's latest frame after
-    them. The turns are the start of the next question's prompt and stay in the KV cache; its own frame, known
-    only when it is spoken, then costs its prepare alone. A question (or its prepare) preempts this one."""
-    latest, frame = session.answer, session.frame
-    if latest is None or not latest.finished or session.question_frame is not None or frame is None:
+    question will carry (`VoiceSession.conversation`) are prefilled now, without a frame (the next question's
+    own, known only when it is spoken, is encoded then: encoding one now would only take the CPU from hearing
+    the person, who may speak over the answer). The turns are the start of the next question's prompt and stay
+    in the KV cache; that question's frame then costs its prepare alone. A question (or its prepare) preempts
+    this one. Nothing without a camera (no question can be answered)."""
+    latest = session.answer
+    if latest is None or not latest.finished or session.question_frame is not None or session.frame is None:
         return  # stopped part way (Stop, or a question over it), or the next question has begun: its prepare runs
     history = session.conversation(turns)
-    if not history:
-        return
-    try:
-        engine.prepare(frame, resolution, history=history, image_with_question=True)
-    except InputError as e:
-        log.info("the camera frame cannot be used: %s", e)
+    if history:
+        engine.prepare(None, resolution, history=history, image_with_question=True)

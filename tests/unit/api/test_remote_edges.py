@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fastvlm import Busy, GenerationOptions, InputError, Request
+from fastvlm import Busy, GenerationOptions, InputError, Request, Turn
 from fastvlm.remote import RemoteEngine, RemoteError, image_data_url
 
 IMG = np.full((16, 16, 3), 120, np.uint8)
@@ -149,6 +149,8 @@ def test_a_prepare_is_sent_only_where_it_can_help_and_true_only_when_the_server_
                     httpx.Response(500, json={"prepared": True}), httpx.Response(404)])
     engine, server = remote(lambda r: next(replies))
     assert engine.prepare(IMG, words="what is") is False and server.requests == []  # no question goes there
+    turns = (Turn("What is it?", "A cup."),)
+    assert engine.prepare(None, history=turns, image_with_question=True) is False and server.requests == []  # no image
     assert [engine.prepare(IMG) for _ in range(4)] == [True, False, False, False]
     assert engine.prepare(IMG) is False and len(server.requests) == 4  # a server without it is not asked again
     engine, server = remote(lambda r: httpx.Response(405))

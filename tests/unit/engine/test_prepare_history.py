@@ -75,3 +75,24 @@ def test_a_prepare_with_the_image_in_the_questions_turn_is_the_start_of_that_req
     assert text.endswith("Yes, to the brim.\nuser\n\n") and isinstance(prepared[-2], tuple)  # turns, then frame
     engine.answer(Request(IMG, "What is written on it?", HISTORY, image_with_question=True))
     assert lm.prefills[-1][: len(prepared)] == prepared
+
+
+def test_without_a_frame_only_the_turns_before_it_are_prepared_and_the_frame_then_prefills_alone():
+    """The voice tab while an answer is spoken: the next question's turns, before a frame not known yet."""
+    engine, lm = make()
+    assert engine.prepare(None, history=HISTORY, image_with_question=True)
+    turns = lm.prefills[-1]
+    assert engine.vision.calls == 0 and not any(isinstance(t, tuple) for t in turns)  # nothing encoded, no image
+    assert "".join(chr(t) for t in turns if isinstance(t, int) and t < 256).endswith("Yes, to the brim.\nuser\n")
+    assert engine.prepare(IMG, history=HISTORY, image_with_question=True)
+    frame = lm.prefills[-1]
+    assert frame[: len(turns)] == turns and isinstance(frame[len(turns)], tuple)  # the frame right after them
+    engine.answer(Request(IMG, "What is written on it?", HISTORY, image_with_question=True))
+    assert lm.prefills[-1][: len(frame)] == frame
+
+
+def test_without_a_frame_nothing_is_prepared_but_turns_before_one():
+    engine, lm = make()
+    assert engine.prepare(None, history=HISTORY) is False  # the image first: nothing comes before it but the system
+    assert engine.prepare(None, image_with_question=True) is False  # no turns
+    assert lm.prefills == [] and engine.vision.calls == 0

@@ -89,10 +89,12 @@ def spoken_answer(finished=True) -> SpokenAnswer:
     return answer
 
 
-def test_once_an_answer_is_decoded_the_turns_the_next_question_carries_are_prepared_before_the_latest_frame():
+def test_once_an_answer_is_decoded_the_turns_the_next_question_carries_are_prepared_without_a_frame():
+    """The next question's frame is not known yet; encoding the latest one would take the CPU from hearing the
+    person while the answer is spoken (barge-in), for a frame no question asks about."""
     engine, latest = Recording(), np.ones((4, 4, 3), np.uint8)
     prepare_turns(engine, VoiceSession(answer=spoken_answer(), frame=latest), 512, turns=3)
-    assert engine.prepared == [(latest, (Turn("What is it?", "A cup."), Turn("What colour?", "Red.")), True)]
+    assert engine.prepared == [(None, (Turn("What is it?", "A cup."), Turn("What colour?", "Red.")), True)]
 
 
 @pytest.mark.parametrize("session", [

@@ -6,7 +6,7 @@ before the latest frame."""
 import numpy as np
 import pytest
 
-from fastvlm import Request, Turn
+from fastvlm import InputError, Request, Turn
 from ui.voice import prepare as preparing
 from ui.voice.prepare import prepare, prepare_turns
 from ui.voice.session import VoiceSession
@@ -109,3 +109,13 @@ def test_no_turns_are_prepared_after_a_stopped_answer_once_a_question_began_or_w
     assert engine.prepared == []
     prepare_turns(engine, VoiceSession(answer=spoken_answer(), frame=FRAME), 512, turns=0)  # no conversation
     assert engine.prepared == []
+
+
+def test_a_size_the_engine_refuses_is_logged_not_raised_into_the_page(caplog):
+    class Refuses:
+        def prepare(self, frame, resolution, words="", history=(), image_with_question=False):
+            raise InputError("resolution 500 is not served")
+
+    caplog.set_level("INFO", logger="ui.voice.prepare")
+    prepare_turns(Refuses(), VoiceSession(answer=spoken_answer(), frame=FRAME), 500, turns=3)
+    assert "the turns cannot be prepared: resolution 500 is not served" in caplog.text

@@ -149,8 +149,9 @@ class Engine:
                     return False
                 budget = self.lm.n_ctx - self.lm.n_ctx // 4  # what a request with the most new tokens leaves
                 parts = planner.prefix_parts(img, self._tokenize, words, history, budget, image_with_question)
-                self.lm.prefill(parts if image is not None else planner.before_image(parts), should_stop=stale,
-                                logits=False)
+                if image is None:  # the stand-in only kept room for the frame: nothing from it on is prefilled
+                    parts = planner.before_image(parts)
+                self.lm.prefill(parts, should_stop=stale, logits=False)
                 return True
             except Cancelled:
                 return False

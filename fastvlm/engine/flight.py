@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import preprocess
 from .cancel import CancelToken
@@ -30,7 +30,7 @@ class Claim:
     image: object = None
     size: int = 0
     words: str = ""
-    history: tuple = field(default=())
+    history: tuple = ()
 
     def same_prompt_start(self, other: Claim) -> bool:
         """The same image at the same size after the same conversation (the words may differ)."""

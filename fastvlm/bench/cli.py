@@ -46,6 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --journeys --browser: the voice walk asks a question every S s (default 12: over the "
                         "answer before it, which sounds 13 s or more; longer: each answer heard to its end first, as "
                         "the report's talked_over 0 shows)")
+    p.add_argument("--voice-answer-tokens", type=positive_int, default=None, metavar="N",
+                   help="with --journeys --browser: each spoken answer decodes N tokens (default: its first spoken "
+                        "piece, 5 tokens, as random weights never end a phrase; the app's cap is 96), so a question "
+                        "asked over an answer meets its decode")
     p.add_argument("--echo", type=int, default=0, metavar="N",
                    help="with --journeys --browser: N answers played with the page's speaker looped into its "
                         "microphone and nobody speaking; counts those barge-in cut off (needs PulseAudio)")
@@ -90,6 +94,8 @@ def _refused(args: argparse.Namespace) -> str | None:
     if args.voice_slot_s is not None and args.voice_slot_s < MIN_VOICE_SLOT_S:
         return f"--voice-slot-s {args.voice_slot_s:g} is too short for a question and its answer: give at least " \
                f"{MIN_VOICE_SLOT_S:g}"
+    if args.voice_answer_tokens is not None and not args.browser:
+        return "--voice-answer-tokens is how long the page's spoken answers run: add --journeys --browser"
     if args.questions != "espeak" and not args.browser:
         return ("--questions chooses who speaks into the page's microphone: add --journeys --browser "
                 "(engine-only: bench-voice --questions people)")

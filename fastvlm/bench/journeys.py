@@ -58,6 +58,8 @@ class JourneySettings:
     voice_slot_s: float = 12.0  # the browser's voice walk: a question every this many seconds. Each answer sounds
                                 # 13 s or more (`media.ReferenceSpeaker`), so at 12 s the next question is spoken
                                 # over it; with a longer slot (the report's `talked_over` 0) each is heard to its end
+    voice_answer_tokens: int | None = None  # the browser's voice and barge-in walks: tokens each spoken answer
+                                            # decodes (None: the first spoken piece, 5; the app's cap is 96)
 
     @classmethod
     def quick(cls) -> JourneySettings:
@@ -66,10 +68,12 @@ class JourneySettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> JourneySettings:
-        """`--quick`'s settings or the full ones, with `--words-ahead-s` and `--voice-slot-s` when given."""
+        """`--quick`'s settings or the full ones, with `--words-ahead-s`, `--voice-slot-s` and
+        `--voice-answer-tokens` when given."""
         settings = cls.quick() if getattr(args, "quick", False) else cls()
         given = {"voice_words_ahead_s": getattr(args, "words_ahead_s", None),
-                 "voice_slot_s": getattr(args, "voice_slot_s", None)}
+                 "voice_slot_s": getattr(args, "voice_slot_s", None),
+                 "voice_answer_tokens": getattr(args, "voice_answer_tokens", None)}
         return replace(settings, **{k: v for k, v in given.items() if v is not None})
 
 

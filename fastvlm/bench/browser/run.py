@@ -84,10 +84,11 @@ def app_settings(settings: JourneySettings):
     from ui import AppSettings
 
     tokens = max(16, settings.max_tokens)  # the Image tab's slider starts at 16
-    # random weights never end a phrase or a sentence: spoken answers end where the first piece would
-    spoken = first_piece_tokens(AppSettings().voice_first_phrase_words)
-    return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens,
-                       voice_max_new_tokens=min(settings.max_tokens, spoken),
+    # random weights never end a phrase or a sentence: spoken answers end where the first piece would, unless
+    # the walk asks for longer ones (`--voice-answer-tokens`)
+    spoken = settings.voice_answer_tokens or min(settings.max_tokens,
+                                                 first_piece_tokens(AppSettings().voice_first_phrase_words))
+    return AppSettings(max_new_tokens=tokens, snapshot_max_new_tokens=tokens, voice_max_new_tokens=spoken,
                        live_max_new_tokens=settings.live_max_tokens, live_interval_s=settings.cadence_s)
 
 

@@ -14,7 +14,7 @@ import pytest
 from fastvlm.bench.browser import media, walks
 from fastvlm.bench.browser import page as pg
 from fastvlm.bench.cli import add_arguments
-from fastvlm.bench.browser.run import CAMERA_FPS, CAMERA_FRAMES, _voice, browser_settings, voice_slot_s
+from fastvlm.bench.browser.run import CAMERA_FPS, CAMERA_FRAMES, _voice, app_settings, browser_settings, voice_slot_s
 from fastvlm.bench.journeys import JourneySettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,6 +37,21 @@ def test_the_voice_walk_asks_every_voice_slot_s_and_peoples_questions_get_room_t
     assert voice_slot_s(settings("--quick"), "people") == 12.0  # their longest question takes 6.6 s
     assert voice_slot_s(settings("--quick", "--voice-slot-s", "30", "--words-ahead-s", "0.8"), "people") == 30.0
     assert settings("--words-ahead-s", "0.8").voice_words_ahead_s == 0.8
+
+
+def test_spoken_answers_end_at_their_first_piece_unless_the_walk_asks_for_longer_ones():
+    """Random weights never end a phrase, so by default a spoken answer is its first piece (5 tokens) and its
+    decode is over before it sounds; `--voice-answer-tokens` lets questions asked over an answer meet its decode."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    voice_tokens = lambda *argv: app_settings(browser_settings(JourneySettings.from_args(  # noqa: E731
+        parser.parse_args(["--journeys", "--browser", *argv])))).voice_max_new_tokens
+    assert voice_tokens() == 5
+    assert voice_tokens("--quick") == 5
+    assert voice_tokens("--voice-answer-tokens", "96") == 96
+    assert voice_tokens("--quick", "--voice-answer-tokens", "40") == 40
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--voice-answer-tokens", "0"])
 
 
 def test_no_question_of_the_voice_walk_sees_an_earlier_questions_camera_frame_again():

@@ -122,6 +122,7 @@ def test_printed_times_are_milliseconds(capsys):
     (["--journeys", "--questions", "people"], "--questions chooses who speaks into the page's microphone"),
     (["--journeys", "--voice-slot-s", "40"], "--voice-slot-s paces the page's voice walk: add --journeys --browser"),
     (["--journeys", "--browser", "--voice-slot-s", "5"], "--voice-slot-s 5 is too short for a question and its answer"),
+    (["--journeys", "--voice-answer-tokens", "96"], "--voice-answer-tokens is how long the page's spoken answers run"),
     (["--journeys", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs, --max-tokens: only with --raw"),
     (["--journeys", "--raw", "--browser", "--num-runs", "3"], "drop --num-runs (--num-runs, --warmup-runs"),
 ])

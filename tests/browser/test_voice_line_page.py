@@ -67,9 +67,10 @@ def pcm(seconds: float, level: float = 8000 / 32768) -> np.ndarray:
 class Line:
     """One page with the line open (`fastvlmVoice.start`), and the server's end of it: what the page sent, in order."""
 
-    def __init__(self, chromium):
+    def __init__(self, chromium, *scripts: str):
         self.context = chromium.new_context(permissions=["microphone"])
-        self.context.add_init_script(WATCH)
+        for script in (WATCH, *scripts):
+            self.context.add_init_script(script)
         self.page = self.context.new_page()
         self.sockets, self.received, self.closes = [], [], []
         self.page.route(ORIGIN + "/", lambda route: route.fulfill(body=page_html(), content_type="text/html"))
@@ -147,6 +148,27 @@ def test_a_sentences_pieces_play_on_from_each_other_and_the_next_sentence_after_
     told = [json.loads(m) for m in line.received if isinstance(m, str)]
     assert told == [{"type": "hello", "token": "key", "rate": RATE}, {"type": "sounding", "turn": 1}], told
     assert line.link()["parts"] == 1 and line.link()["late"] == 0
+
+
+def test_the_bench_recorder_takes_an_answers_first_sentence_as_its_sound_not_the_ones_after(browser):
+    """The browser journeys time a question to its answer's first sound: a long answer's later sentences (which
+    may start after the next question began) are not an answer's start."""
+    from fastvlm.bench.browser.page import RECORDER
+
+    line = Line(browser, RECORDER)
+    try:
+        line.say(1, 0, 0.3)
+        line.say(1, 0, 0.3)  # the same answer's second sentence
+        line.say(2, 0, 0.3)  # the next answer
+        first, _, next_answer = line.sounds(3)
+        wait_until(lambda: len(line.page.evaluate("window.__fv.plays")) >= 2, 5, what="two answers' sounds recorded")
+        line.page.wait_for_timeout(200)  # the page schedules each sentence as it arrives: all three are by now
+        plays = line.page.evaluate("window.__fv.plays")
+        assert len(plays) == 2, plays
+        # wall-clock estimates from the player's coarse clock: tens of ms off, the second sentence was 0.45 s earlier
+        assert plays[1] - plays[0] == pytest.approx(1000 * (next_answer["when"] - first["when"]), abs=100), plays
+    finally:
+        line.close()
 
 
 def hushed(line: Line, turn: int) -> float:

@@ -96,7 +96,7 @@ registerProcessor('fastvlm-pcm', FastvlmPcm);`;
     if (part) return;
     const starts = wall() + (at - now) * 1000;
     S.plays.push(starts);
-    window.dispatchEvent(new CustomEvent('fastvlm-voice-playing', {detail: {at: starts}}));
+    window.dispatchEvent(new CustomEvent('fastvlm-voice-playing', {detail: {at: starts, turn}}));
   }
 
   function samples(L, rate, pcm) {  // 16-bit mono PCM at `rate` -> an AudioBuffer (Web Audio resamples it)

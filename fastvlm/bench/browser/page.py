@@ -5,8 +5,8 @@
   first    a promise per `arm_first_text()`: page ms when the watched element first shows new, non-empty text
   mic      when the page's own microphone stream (the fake one) starts and stops carrying speech: an analyser
            on the stream Gradio opened, 10 ms polls of the peak level, speech ended after 600 ms below it
-  plays    wall-clock ms of every 'playing' event of a media element not showing a camera, and of every
-           sentence the voice line starts (the spoken answer starts to sound)
+  plays    wall-clock ms of every 'playing' event of a media element not showing a camera, and of the first
+           sentence of each answer the voice line plays (the spoken answer starts to sound)
   log      (wall-clock ms, key, text) each time a watched element's text (or HTML) changes (`watch()`), 20 ms polls
 Times are wall-clock milliseconds of this machine (the server's `time.time()` is the same clock)."""
 
@@ -31,8 +31,13 @@ RECORDER = r"""
     el.addEventListener('playing', () => played(el));
     if (!el.paused && el.played.length) played(el);  // started before it was found (autoplay): within 20 ms
   };
-  // the voice line (ui/voice/link.js) plays through Web Audio and says when each sentence starts to sound
-  window.addEventListener('fastvlm-voice-playing', (e) => R.plays.push(e.detail.at));
+  // the voice line (ui/voice/link.js) plays through Web Audio and says when each sentence starts to sound, and
+  // of which turn: an answer's first sentence is its first sound (its later ones may start after the next question)
+  window.addEventListener('fastvlm-voice-playing', (e) => {
+    if (e.detail.turn === R.voiceTurn) return;
+    R.voiceTurn = e.detail.turn;
+    R.plays.push(e.detail.at);
+  });
   const play = HTMLMediaElement.prototype.play;
   HTMLMediaElement.prototype.play = function (...args) { hear(this); return play.apply(this, args); };
   const deep = (root, out) => {

@@ -32,6 +32,11 @@ ROOM_BARGE_INS, ROOM_BARGE_AFTER_S = 8, 2.0  # with --echo-room: questions over 
 # cache (a real camera never sends the same picture twice; with 15 s, 3 slots of 40 s were 8 loops)
 CAMERA_FRAMES, CAMERA_FPS = 173, 10
 ECHO_LISTEN_S = 22.0  # the echo walk listens this long from an answer's first sound: longer than its speech (~13 s)
+LONG_ANSWERS = ("--voice-answer-tokens: each spoken answer decodes that many tokens, so the barge-in walk's questions "
+                "meet its decode. Random text has no phrase boundary: an answer's first piece is cut after 12 words "
+                "(SentenceChunker's first_phrase_max_words), not at 5 tokens as the reference answer's, so the voice "
+                "walk's first sound waits that much more decode; each later piece (up to 250 characters) sounds ~13 "
+                "s too (media.ReferenceSpeaker): 96 tokens sound ~50 s, heard to the end with --voice-slot-s 65")
 NOTES = {
     "clock": "upload_ask, upload_ask_early, snapshot: the page's clock, from the Submit/Analyse click event to the "
              "first answer text on the page (5 ms polls); page_ttft_s is the TTFT the page displays",
@@ -120,7 +125,8 @@ def run(args: argparse.Namespace, engine_factory) -> int:
     size = args.resolution or engine.resolution
     report = {"driver": "browser", "machine": machine_info(args.threads), "model": engine.describe(),
               "resolution": size, "settings": asdict(settings), "questions": args.questions,
-              "notes": NOTES, "load_before": os.getloadavg()[0]}
+              "notes": {**NOTES, "voice_answer_tokens": LONG_ANSWERS} if settings.voice_answer_tokens else NOTES,
+              "load_before": os.getloadavg()[0]}
     try:
         with tempfile.TemporaryDirectory(prefix="fastvlm-browser-journeys-") as tmp:
             report["journeys"] = _walk_all(engine, settings, Path(tmp), size, args)

@@ -13,7 +13,7 @@ from .acoustics import ROOMS
 from .plot import draw
 from . import runs
 from .runs import DEFAULT_PROMPTS, find_images, sample_images, timed_runs
-from .stats import machine_info, positive_int, summarize, write_report
+from .stats import host_clock, machine_info, positive_int, stolen_since, summarize, write_report
 
 log = logging.getLogger(__name__)
 METRICS = ("preprocess_s", "encode_s", "prefill_s", "ttft_s", "decode_tokens_per_s", "total_s", "tokens")
@@ -222,6 +222,7 @@ def run_journeys(args: argparse.Namespace, engine_factory) -> int:
     size = args.resolution or engine.resolution
     report = {"machine": machine_info(args.threads), "model": engine.describe(), "resolution": size,
               "settings": asdict(settings), "load_before": os.getloadavg()[0]}
+    host = host_clock()
     try:
         report["journeys"] = run_all(engine, size, settings, args.threads, voice=not args.no_voice)
         if args.raw:
@@ -229,6 +230,7 @@ def run_journeys(args: argparse.Namespace, engine_factory) -> int:
     finally:
         engine.close()
     report["load_after"] = os.getloadavg()[0]
+    report.update(stolen_since(host))
     report["targets"], report["targets_met"] = TARGETS, verdicts(report["journeys"], size)
     print_journeys(report)
     if args.report_json:

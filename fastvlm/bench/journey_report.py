@@ -108,7 +108,8 @@ def print_journeys(report: dict) -> None:
     m, size = report["machine"], report["resolution"]
     driver = " · through the page in headless Chromium" if report.get("driver") == "browser" else ""
     print(f"journeys @ {size} px{driver} · {report['model'].get('model')} · {report['model'].get('vision_runtime')} · "
-          f"{m['cpu']} ({', '.join(m['cpu_features'])}) · {m['threads']} threads · load {report['load_before']:.2f}")
+          f"{m['cpu']} ({', '.join(m['cpu_features'])}) · {m['threads']} threads · load {report['load_before']:.2f}"
+          f"{_stolen(report.get('cpu_steal_share'))}")
     met, targets = report["targets_met"], report.get("targets", TARGETS)
     for key, r in report["journeys"].items():
         extra = ""
@@ -204,3 +205,8 @@ def draw_journeys(report: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
     return path
+
+
+def _stolen(share: float | None) -> str:
+    """The host's share of this machine's CPU time during the run, where the system says."""
+    return "" if share is None else f" · {100 * share:.1f} % of the CPU time stolen by the host"

@@ -7,6 +7,7 @@ import math
 import os
 import platform
 import statistics
+import time
 from importlib import metadata
 
 from ..engine.cpu import cpu_id, cpu_model, features
@@ -34,6 +35,25 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def host_clock() -> tuple[float | None, float]:
+    """(CPU seconds the hypervisor gave other guests on this machine's cores since boot, all cores together, or None
+    where the system does not say; now): the start of `stolen_since`."""
+    import psutil
+
+    return getattr(psutil.cpu_times(), "steal", None), time.monotonic()
+
+
+def stolen_since(start: tuple[float | None, float]) -> dict:
+    """The CPU time taken from this (virtual) machine since `host_clock()` gave `start`: seconds, and their share of
+    all its cores' time. On a shared host a run can slow down by half with no load of its own to show for it."""
+    steal, then = host_clock()
+    if steal is None or start[0] is None:
+        return {"cpu_steal_s": None, "cpu_steal_share": None}
+    stolen = steal - start[0]
+    return {"cpu_steal_s": round(stolen, 2),
+            "cpu_steal_share": round(stolen / max((then - start[1]) * (os.cpu_count() or 1), 1e-9), 4)}
 
 
 PACKAGES = ("llama-cpp-python", "onnxruntime", "openvino", "numpy", "pillow")

@@ -50,6 +50,7 @@ def test_quick_browser_journeys_report_every_journey(sync_api, tiny_models, tmp_
     assert barge["stopped"] >= 1 and barge["questions_shown"] >= 1, barge
     assert all(0 < row["stop_s"] < 3 and row["after_sound_s"] > 0 for row in barge["runs"]), barge
     assert report["page_decode_tokens_per_s"] > 0 and report["engine_decode_tokens_per_s"] > 0
+    assert report["cpu_steal_s"] is None or report["cpu_steal_s"] >= 0  # the host's share is recorded
     assert set(report["targets_met"]) <= KEYS
     # every time is a span of this quick run, not a clock reading: the checks above only ask for more than 0. A
     # "share" is the difference of two readings of one moment (the bench's and the page readout's).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..journey_report import BROWSER_TARGETS, draw_journeys, print_journeys, stop_summary, timing, verdicts
 from ..journeys import JourneySettings
-from ..stats import machine_info, write_report
+from ..stats import host_clock, machine_info, stolen_since, write_report
 from ..first_piece import first_piece, first_piece_tokens
 from ..voice import QUESTIONS
 from ..people import recordings
@@ -127,12 +127,14 @@ def run(args: argparse.Namespace, engine_factory) -> int:
               "resolution": size, "settings": asdict(settings), "questions": args.questions,
               "notes": {**NOTES, "voice_answer_tokens": LONG_ANSWERS} if settings.voice_answer_tokens else NOTES,
               "load_before": os.getloadavg()[0]}
+    host = host_clock()
     try:
         with tempfile.TemporaryDirectory(prefix="fastvlm-browser-journeys-") as tmp:
             report["journeys"] = _walk_all(engine, settings, Path(tmp), size, args)
     finally:
         engine.close()
     report["load_after"] = os.getloadavg()[0]
+    report.update(stolen_since(host))
     report["page_decode_tokens_per_s"] = _median([r["page_tokens_per_s"] for key in ("upload_ask", "upload_ask_early")
                                                   for r in report["journeys"][key]["runs"]])
     report["engine_decode_tokens_per_s"] = _median([r["stats"].tokens_per_s for r in engine.requests

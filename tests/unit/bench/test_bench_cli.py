@@ -153,6 +153,7 @@ def test_the_journeys_get_the_voice_unless_told_and_the_load_is_recorded(monkeyp
                              lambda a: Engine()) == 0
         report = json.loads(out.read_text())
         assert (report["load_before"], report["load_after"], report["resolution"]) == (1.5, 2.5, 384)
+        assert report["cpu_steal_s"] is None or report["cpu_steal_s"] >= 0  # what the host took meanwhile
     assert calls == [True, False]
 
 

@@ -49,3 +49,20 @@ def test_the_report_is_written_with_its_folders_as_indented_json(tmp_path):
     text = path.read_text()
     assert json.loads(text) == {"journeys": {"voice": {"median_s": 0.65}}}
     assert text.splitlines()[1] == '  "journeys": {'  # two spaces a level: what docs/perf/ holds
+
+
+def test_cpu_time_the_host_took_during_a_run_is_its_share_of_all_cores(monkeypatch):
+    """A shared host can halve a run's speed with no load of its own to show: the steal counter says so."""
+    import psutil
+
+    from fastvlm.bench import stats
+
+    clock = {"steal": 100.0, "now": 50.0}
+    monkeypatch.setattr(psutil, "cpu_times", lambda: SimpleNamespace(user=1.0, steal=clock["steal"]))
+    monkeypatch.setattr(stats.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(stats.os, "cpu_count", lambda: 2)
+    start = stats.host_clock()
+    clock.update(steal=130.0, now=250.0)  # 30 s of 2 cores x 200 s taken
+    assert stats.stolen_since(start) == {"cpu_steal_s": 30.0, "cpu_steal_share": 0.075}
+    monkeypatch.setattr(psutil, "cpu_times", lambda: SimpleNamespace(user=1.0))  # not Linux: no steal counter
+    assert stats.stolen_since(stats.host_clock()) == {"cpu_steal_s": None, "cpu_steal_share": None}

@@ -28,6 +28,13 @@ def test_stop_is_judged_on_the_statistic_the_printout_names(capsys):
     assert lines["upload_ask"].endswith("meets target median ≤ 0.2 s")
 
 
+def test_the_printout_says_how_much_cpu_time_the_host_took_where_the_system_says(capsys):
+    print_journeys({**report({}), "cpu_steal_share": 0.075})
+    assert "load 0.00 · 7.5 % of the CPU time stolen by the host" in capsys.readouterr().out
+    print_journeys({**report({}), "cpu_steal_share": None})
+    assert "stolen" not in capsys.readouterr().out
+
+
 def test_every_target_is_printed_with_its_statistic_and_wer_says_it_has_none(capsys):
     journeys = {"live": {**_timing(1.0, 2.0), "answered": 9, "offered": 10, "skipped": 1, "lag_s": 2.0},
                 "voice": {**_timing(0.9, 1.1), "wer": 0.28}}

@@ -51,8 +51,9 @@ def prepare_turns(engine: Backend, session: VoiceSession, resolution: int | None
     if latest is None or not latest.finished or session.question_frame is not None or session.frame is None:
         return  # stopped part way (Stop, or a question over it), or the next question has begun: its prepare runs
     history = session.conversation(turns)
+    if not history:
+        return
     try:
-        if history:
-            engine.prepare(None, resolution, history=history, image_with_question=True)
+        engine.prepare(None, resolution, history=history, image_with_question=True)
     except InputError as e:  # a size the vision graph does not serve: the question will say so
         log.info("the turns cannot be prepared: %s", e)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fastvlm.speech.intent import ACKNOWLEDGEMENTS, STOP_PHRASES
+
 CONTINUE_MAX_S = 5.0  # the longest `voice_continue_s`: a question begun later after another never goes on with it
 
 
@@ -72,6 +74,11 @@ class AppSettings:
     # question) only once it has lasted voice_echo_speech_ms. 0 s: off
     voice_echo_settle_s: float = 0.6
     voice_echo_speech_ms: int = 400
+    # a spoken turn that is only these phrases ("Stop.", "Never mind.", "Okay, that's enough.") stops the answer it was
+    # said over and asks nothing; one of only acknowledgements ("Okay.", "Yeah.", "Thanks.") asks nothing and the
+    # answer plays on, as after an "um" (fastvlm/speech/intent.py). Empty: such words are a question like any other
+    voice_stop_phrases: tuple[str, ...] = STOP_PHRASES
+    voice_acknowledgements: tuple[str, ...] = ACKNOWLEDGEMENTS
     voice_noise_suppression: bool = False  # the browser's noise suppression
     voice_auto_gain: bool = False  # the browser's automatic gain control
 

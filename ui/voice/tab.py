@@ -30,7 +30,7 @@ from .prepare import prepare, prepare_turns
 from .models import SpeechModels, VoiceUnavailable
 from .page import CAMERA_ON_JS, LINE_JS, STATUS_CSS, STOP_JS
 from .session import TurnTimes, VoiceSession
-from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, VoiceEvent, answer_turn, speak_rest
+from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, StopSaid, VoiceEvent, answer_turn, speak_rest
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,9 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
             log.info("speech over the answer had no words (%s): it goes on", ev.message)
             session.phase = "speaking" if ev.sounding else "thinking"
             yield {"status": status_html(session.phase)}
+        elif isinstance(ev, StopSaid):  # the answer stays where it stopped; nothing was asked
+            session.phase = _idle(session)
+            yield {"transcript": ev.text, "status": status_html(session.phase)}
         elif isinstance(ev, Answering):
             yield {"answer": ev.part.text, "readout": readout(session.times)}
         elif isinstance(ev, Said):

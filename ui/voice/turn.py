@@ -21,6 +21,7 @@ from fastvlm.engine.config import GenerationOptions
 from fastvlm.engine.events import Done, Event, InputError, Request, TextDelta
 from fastvlm.speech import SentenceChunker, Speech, SpeechUnavailable, Transcriber, Transcript
 from fastvlm.speech.audio import RATE
+from fastvlm.speech.intent import intent
 
 from ..backend import Backend
 from ..settings import AppSettings
@@ -65,6 +66,14 @@ class PlaysOn:
 
 
 @dataclass(frozen=True)
+class StopSaid:
+    """The person said only "stop" ("Never mind.", `voice_stop_phrases`): the answer it was said over stays stopped,
+    what the page holds of it is dropped, and nothing is asked. `text`: what was heard."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Answering:
     part: Partial
 
@@ -86,7 +95,7 @@ class Silent:
     reason: str
 
 
-VoiceEvent = Heard | NotHeard | PlaysOn | Answering | Said | Silent
+VoiceEvent = Heard | NotHeard | PlaysOn | StopSaid | Answering | Said | Silent
 
 
 # -- speaking ---------------------------------------------------------------------------------------------------
@@ -117,7 +126,13 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
 
 def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings, clock,
             u: Utterance, turn: int) -> Iterator[VoiceEvent]:
-    heard = _transcribe(models.transcriber, u)
+    heard = _meant(_transcribe(models.transcriber, u), settings)
+    if isinstance(heard, StopSaid):  # the answer stopped when this was asked: it stays so, and its sound goes
+        if session.turn == turn:  # (a newer question has its own answer to give)
+            log.info("voice turn %d: told to stop (%r)", turn, heard.text)
+            session.drop_sound()
+            yield heard
+        return
     if isinstance(heard, NotHeard):
         sounding = session.held is not None
         if session.turn == turn and session.go_on(clock()):  # speech over the answer asked nothing: it goes on
@@ -274,6 +289,17 @@ def _said(session: VoiceSession, item: Speech | SpeechUnavailable, turn: int, se
     first, streamed = session.play(item, duration, clock(), settings.voice_sentence_gap_s, settings.voice_keep_audio,
                                    turn)
     return Said(item, duration, first, streamed)
+
+
+def _meant(heard: Transcript | NotHeard, settings: AppSettings) -> Transcript | NotHeard | StopSaid:
+    """Words that only say "stop", or only "okay" (asking nothing, as an "um"), are not a question."""
+    if isinstance(heard, NotHeard):
+        return heard
+    text = heard.text.strip()
+    meant = intent(text, settings.voice_stop_phrases, settings.voice_acknowledgements)
+    if meant == "stop":
+        return StopSaid(text)
+    return NotHeard(ONLY_FILLERS.format(text)) if meant == "acknowledge" else heard
 
 
 def _transcribe(transcriber: Transcriber, u: Utterance) -> Transcript | NotHeard:

@@ -42,9 +42,10 @@ def engine_saying(delay: float, continues: bool = True) -> Engine:
     return engine
 
 
-def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True, asked_at: list | None = None):
+def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True, asked_at: list | None = None,
+                heard: str = ""):
     """A question's answer streams over the line; once `chars` of it are shown and its sound plays, the person
-    coughs over it (0.4 s of sound that becomes a question Whisper hears no words in). (models, session,
+    coughs over it (0.4 s of sound that becomes a question Whisper hears no words in, or `heard`). (models, session,
     messages to the page, seconds until the engine was idle, not waiting for the answer's own turn to look).
     `asked_at` gets the seconds of quiet after the cough at which the page was told its question was over."""
     transcriber = FakeTranscriber("What do you count?")
@@ -57,7 +58,7 @@ def interrupted(tmp_path, engine: Engine, chars: int, sounding: bool = True, ask
         events.append(next(turn))
     if sounding:
         session.playing_until = time.monotonic() + 10  # its first sentence plays
-    transcriber.text = ""
+    transcriber.text = heard
     for k, frame in enumerate(np.split(np.concatenate([voice(0.4), np.zeros(3 * RATE)]), 85)):  # 40 ms each
         asks = sum(1 for m in sent if isinstance(m, dict) and m["type"] == "ask")
         session.link.hear(pcm(frame))

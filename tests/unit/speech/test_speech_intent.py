@@ -1,0 +1,42 @@
+"""Whether a transcript is a question, a spoken "stop", or only an acknowledgement (fastvlm/speech/intent.py)."""
+
+import pytest
+
+from fastvlm.speech.intent import intent, words
+
+
+@pytest.mark.parametrize("text", ["Stop.", "Stop!", "Okay, stop.", "Stop, stop.", "Never mind.", "Nevermind.",
+                                  "That’s enough.", "That's enough, thanks.", "Uh, never mind.", "OK. Stop talking.",
+                                  "Be quiet!", "Cancel that."])
+def test_only_stop_phrases_with_courtesies_and_hesitations_around_them_are_a_stop(text):
+    assert intent(text) == "stop"
+
+
+@pytest.mark.parametrize("text", ["Okay.", "Oh, okay.", "Yeah.", "Thank you.", "Thanks!", "All right.", "I see.",
+                                  "Mm-hmm.", "Got it, thanks."])
+def test_only_acknowledgements_ask_nothing_and_stop_nothing(text):
+    assert intent(text) == "acknowledge"
+
+
+@pytest.mark.parametrize("text", ["What does the stop sign say?", "Stop the car?", "Is that enough?",
+                                  "Yes, what is that?", "Okay, what color is it?", "Never mind the cup, what is that?",
+                                  "Enough of this. What am I holding?", "Quiet here, isn't it?", ""])
+def test_anything_else_is_a_question(text):
+    assert intent(text) == "ask"
+
+
+def test_empty_phrase_lists_turn_either_off():
+    assert intent("Stop.", stop_phrases=()) == "ask"
+    assert intent("Okay.", acknowledgements=()) == "ask"
+    assert intent("Okay, stop.", acknowledgements=()) == "ask"  # "okay" is no longer a courtesy around the stop
+    assert intent("Hold on.", stop_phrases=("hold on",)) == "stop"  # a list of one's own
+
+
+def test_words_that_read_as_a_stop_phrase_one_way_are_a_stop_whichever_way_is_read_last():
+    assert intent("Hold on.", stop_phrases=("hold on",), acknowledgements=("hold", "on")) == "stop"
+    assert intent("On hold.", stop_phrases=("hold on",), acknowledgements=("hold", "on")) == "acknowledge"
+
+
+def test_words_are_lower_case_without_punctuation_or_apostrophes():
+    assert words("That’s ENOUGH, don't!") == ("thats", "enough", "dont")
+    assert words("...") == ()

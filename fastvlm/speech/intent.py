@@ -21,11 +21,12 @@ STOP_PHRASES = (
     "shut up", "silence",
 )
 ACKNOWLEDGEMENTS = (
-    "okay", "ok", "yeah", "yes", "yep", "yup", "right", "alright", "all right", "sure", "i see", "got it", "cool",
+    "okay", "ok", "yeah", "yes", "no", "yep", "yup", "right", "alright", "all right", "sure", "i see", "got it", "cool",
     "nice", "great", "wow", "good", "fine", "thanks", "thank you", "please",
 )
 Intent = Literal["ask", "stop", "acknowledge"]
 _WORDS = re.compile(r"[a-z']+")
+_SENTENCES = re.compile(r"[.!?…]+\s+")
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -36,16 +37,17 @@ def words(text: str) -> tuple[str, ...]:
 def intent(text: str, stop_phrases: Iterable[str] = STOP_PHRASES,
            acknowledgements: Iterable[str] = ACKNOWLEDGEMENTS) -> Intent:
     """"stop" when `text` is only stop phrases, acknowledgements and hesitation sounds, one stop phrase at least
-    ("Okay, stop.", "Stop, stop."); "acknowledge" when it is only acknowledgements and hesitation sounds ("Oh,
-    okay.", and "Um." alone: it asks nothing either); "ask" otherwise, and for no words at all. Empty phrase lists
-    turn either off."""
-    said = words(text)
+    ("Okay, stop.", "Stop, stop."), or when its last sentence is ("What is on the table? Never mind.": the person
+    took the question back); "acknowledge" when it is only acknowledgements and hesitation sounds ("Oh, okay.", and
+    "Um." alone: it asks nothing either); "ask" otherwise, and for no words at all. Empty phrase lists turn either
+    off."""
     phrases = {(f,): False for f in FILLERS} | {words(p): False for p in acknowledgements}
     phrases |= {words(p): True for p in stop_phrases}
     phrases.pop((), None)
-    read = _read(said, phrases)
-    if read is None or not said:
-        return "ask"
+    said, last = words(text), words(_SENTENCES.split(text.strip(" .!?…"))[-1])
+    read = _read(said, phrases) if said else None
+    if read is None:
+        return "stop" if last != said and _read(last, phrases) else "ask"
     return "stop" if read else "acknowledge"
 
 

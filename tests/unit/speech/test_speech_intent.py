@@ -25,6 +25,18 @@ def test_anything_else_is_a_question(text):
     assert intent(text) == "ask"
 
 
+@pytest.mark.parametrize("text", ["What is on the table? Never mind.", "What color is it? No, stop!",
+                                  "Can you read this? Okay, that's enough."])
+def test_a_question_taken_back_in_its_last_sentence_is_a_stop(text):
+    assert intent(text) == "stop"
+
+
+@pytest.mark.parametrize("text", ["Stop. What is that?", "What is this? Okay.", "What is it? Um.",
+                                  "What is on the table never mind", "Tell me when to stop."])
+def test_a_last_sentence_that_asks_or_only_acknowledges_leaves_a_question_a_question(text):
+    assert intent(text) == "ask"
+
+
 def test_empty_phrase_lists_turn_either_off():
     assert intent("Stop.", stop_phrases=()) == "ask"
     assert intent("Okay.", acknowledgements=()) == "ask"

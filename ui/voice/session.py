@@ -136,7 +136,7 @@ class VoiceSession:
     link_token: str | None = None  # the key the page opens it with (`VoiceLinks.issue`)
     line_refused: str | None = None  # why the server refused the line this token opened (the page is told after Start)
     held_end_s: float | None = None  # a question answered at the judge's verdict: its speech waits for the end
-    push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (turn.py)
+    push: Callable[[], None] | None = None  # sends the answer's sentences that are ready over the line (playing.py)
     transcribing: int | None = None  # the turn whose question `answer_turn` took and has not begun to answer
     asked: Asked | None = None  # the latest question put to the model, hands-free
     over_waiting: bool = False  # the speech going on began while a question waited for its answer (`awaiting`)

@@ -3,8 +3,8 @@
 Hands-free: Start turns on the webcam and the microphone, which streams short chunks to this person's
 `TurnDetector`. When speech starts, the current frame is prepared (encoded and prefilled) while the person
 talks; when it ends, Whisper transcribes it and the answer streams, each finished sentence spoken at once.
-Push to talk: record, stop, same pipeline. Listening is `session.py`, a turn is `turn.py`; this file
-lays the tab out and turns their events into page updates (see docs/voice.md).
+Push to talk: record, stop, same pipeline. Listening is `session.py`, a turn is `turn.py` (its sound
+`playing.py`); this file lays the tab out and turns their events (`events.py`) into page updates (see docs/voice.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from .prepare import prepare, prepare_turns
 from .models import SpeechModels, VoiceUnavailable
 from .page import CAMERA_ON_JS, LINE_JS, STATUS_CSS, STOP_JS
 from .session import TurnTimes, VoiceSession
-from .turn import Answering, Heard, NotHeard, PlaysOn, Said, Silent, StopSaid, VoiceEvent, answer_turn, speak_rest
+from .events import Answering, Heard, NotHeard, PlaysOn, Said, Silent, StopSaid, VoiceEvent
+from .playing import speak_rest
+from .turn import answer_turn
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,9 @@ from ui.voice.listening import BargeIn, listen, record
 from ui.voice.models import SpeechModels
 from ui.voice.session import VoiceSession
 from ui.voice.speech_queue import SpeechQueue
-from ui.voice.turn import Answering, Heard, NotHeard, Said, Silent, answer_turn, speak_rest
+from ui.voice.events import Answering, Heard, NotHeard, Said, Silent
+from ui.voice.playing import speak_rest
+from ui.voice.turn import answer_turn
 
 RATE = 16_000
 FRAME = np.random.default_rng(0).integers(30, 255, (48, 64, 3), dtype=np.uint8)

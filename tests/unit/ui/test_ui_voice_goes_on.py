@@ -18,7 +18,8 @@ from tests.unit.ui.test_ui_voice_tab import on_line, pcm
 from ui.voice.tab import answer
 from ui.voice.speech_queue import SpeechQueue
 from ui.voice.spoken import SpokenAnswer
-from ui.voice.turn import Answering, answer_turn
+from ui.voice.events import Answering
+from ui.voice.turn import answer_turn
 
 SCRIPT = b"One two three four. Five six seven eight. Nine ten eleven. Twelve."
 

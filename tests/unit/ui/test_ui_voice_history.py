@@ -11,7 +11,8 @@ import numpy as np
 from fastvlm.engine.prompt import Turn
 from ui.voice.listening import BargeIn, listen
 from ui.voice.prepare import prepare
-from ui.voice.turn import Answering, Heard, answer_turn
+from ui.voice.events import Answering, Heard
+from ui.voice.turn import answer_turn
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
 
 ANSWER = "You hold a red cup. It looks full. That is all."

@@ -11,7 +11,7 @@ from fastvlm.speech.audio import write_wav
 from fastvlm.speech.tts import Speech
 from tests.unit.ui.test_ui_voice import SETTINGS
 from tests.unit.ui.test_ui_voice_tab import on_line
-from ui.voice import turn as voice_turn
+from ui.voice import playing as voice_playing
 from ui.voice.session import VoiceSession
 from ui.voice.speech_queue import SpeechQueue
 
@@ -39,19 +39,19 @@ class StoppedAnswer:
 def playing_the_rest(tmp_path, monkeypatch):
     """An answer's last sentence is being synthesized while `speak_rest` waits for it (5 s, not 0.1: so the
     test does not depend on when the new question comes). (session, speaker, queue, messages to the page, thread)"""
-    play_next = voice_turn._play_next
+    play_next = voice_playing._play_next
 
     def waiting_long(*args, wait_s=0.0):
         return play_next(*args, wait_s=5.0 if wait_s else 0.0)
 
-    monkeypatch.setattr(voice_turn, "_play_next", waiting_long)
+    monkeypatch.setattr(voice_playing, "_play_next", waiting_long)
     session = VoiceSession(listening=True)
     _, sent = on_line(session)
     speaker = HeldSpeaker(tmp_path)
     queue = session.speech = SpeechQueue(speaker)
     queue.say("The last answer's last sentence.")
     queue.finish()
-    player = threading.Thread(target=lambda: list(voice_turn.speak_rest(session, SETTINGS)), daemon=True)
+    player = threading.Thread(target=lambda: list(voice_playing.speak_rest(session, SETTINGS)), daemon=True)
     player.start()
     return session, speaker, queue, sent, player
 

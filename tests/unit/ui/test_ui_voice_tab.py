@@ -29,7 +29,7 @@ from ui.voice.tab import (
     status_html,
     stop,
 )
-from ui.voice.turn import Answering
+from ui.voice.events import Answering
 
 FRAME = np.full((48, 64, 3), 120, np.uint8)
 

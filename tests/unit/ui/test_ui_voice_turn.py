@@ -1,4 +1,5 @@
-"""One spoken turn's details that the mutation probe found untested in `ui/voice/turn.py` (docs/testing.md)."""
+"""One spoken turn's details that the mutation probe found untested in `ui/voice/turn.py` (since
+split into turn.py, playing.py and events.py; docs/testing.md)."""
 
 import threading
 
@@ -10,8 +11,9 @@ from fastvlm.speech.audio import RATE, write_wav
 from tests.unit.ui.test_ui_voice import SETTINGS, FakeTranscriber, asked, make_engine, make_models
 from tests.unit.ui.test_ui_voice_session import Line, spoken
 from ui.voice.session import Utterance, VoiceSession
-from ui.voice.turn import (EDGE_MP3_BITS_PER_S, NO_SPEECH, LinePush, NotHeard, _said_aloud, _transcribe, answer_turn,
-                           audio_duration, speak_rest)
+from ui.voice.events import NotHeard
+from ui.voice.playing import EDGE_MP3_BITS_PER_S, LinePush, audio_duration, speak_rest
+from ui.voice.turn import NO_SPEECH, _said_aloud, _transcribe, answer_turn
 
 
 def test_a_spoken_files_length_is_a_wavs_frames_or_an_edge_mp3s_size_at_its_bit_rate(tmp_path):

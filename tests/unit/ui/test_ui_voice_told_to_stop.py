@@ -5,8 +5,9 @@ import warnings
 from dataclasses import replace
 
 from fastvlm.engine.prompt import Turn
-from tests.unit.ui.test_ui_voice import SETTINGS, FakeTranscriber, asked, make_engine, make_models
-from tests.unit.ui.test_ui_voice_false_interruption import spoken_over
+from fastvlm.speech import Transcript
+from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models
+from tests.unit.ui.test_ui_voice_false_interruption import speak_over, spoken_over
 from tests.unit.ui.test_ui_voice_goes_on import engine_saying, interrupted
 from tests.unit.ui.test_ui_voice_tab import on_line
 from ui.voice.tab import answer, speak, status_html
@@ -72,3 +73,29 @@ def test_a_question_with_stop_in_it_and_stop_with_the_phrases_turned_off_are_que
         updates = list(answer(engine, models, session, settings)) + list(speak(session, settings))
         assert updates[0]["transcript"] == heard and updates[0]["answer"] == ""
         assert kinds(sent[told:])[:2] == ["hush", "sound"] and len(engine.lm.prefills) == 1, heard
+
+
+class StopThenAsked:
+    """Hears "Stop."; while it does, the person asks a question (`during`), which it hears as "Where is it?"."""
+
+    def __init__(self):
+        self.during = None
+
+    def transcribe(self, audio):
+        during, self.during = self.during, None
+        if during is None:
+            return Transcript("Where is it?", "en", audio.size / RATE, elapsed_s=0.01)
+        during()
+        return Transcript("Stop.", "en", audio.size / RATE, elapsed_s=0.01)
+
+
+def test_a_stop_heard_after_a_newer_question_came_leaves_that_question_and_its_page_alone(tmp_path):
+    transcriber = StopThenAsked()
+    models, engine = make_models(tmp_path, transcriber), make_engine(b"Here.")
+    session = asked(models)
+    link, sent = on_line(session)
+    transcriber.during = lambda: speak_over(link, 1.0)
+    assert list(answer(engine, models, session, SETTINGS)) == []  # no "Stop." shown, the status left to the next
+    assert "hush" not in [m["type"] for m in sent[sent.index({"type": "ask"}):]]  # nothing dropped for the stop
+    updates = list(answer(engine, models, session, SETTINGS))
+    assert updates[0]["transcript"] == "Where is it?" and [u["answer"] for u in updates if "answer" in u][-1] == "Here."

@@ -220,7 +220,7 @@ def build_voice_tab(engine: Backend, speech: SpeechModels | VoiceUnavailable, se
         state.close()
 
     session = gr.State(VoiceSession(), delete_callback=forget)
-    ui = _layout(speech.about, decodes, settings.voice_max_recording_s)
+    ui = _layout(speech.about, decodes, settings.voice_max_recording_s, hint(settings))
     outputs = {name: ui[name] for name in ("transcript", "answer", "readout", "voice", "speaker", "status")}
     rest = {k: outputs[k] for k in ("voice", "speaker", "status", "readout")}  # what speaking the rest updates
 
@@ -271,7 +271,15 @@ def _push_to_talk(ui: dict, session, engine: Backend, settings: AppSettings, on_
     return questions.change(on_answer, session, outputs, trigger_mode="always_last", **_ENGINE)
 
 
-def _layout(about: str, decodes: threading.Semaphore, max_recording_s: float) -> dict:
+def hint(settings: AppSettings) -> str:
+    """What a person can say over a spoken answer, under Start (nothing when the tab is deaf while it speaks)."""
+    if not settings.voice_barge_in:
+        return ""
+    stop = ", or say “stop” to stop it" if "stop" in settings.voice_stop_phrases else ""
+    return f"Talk over an answer to ask something else{stop}."
+
+
+def _layout(about: str, decodes: threading.Semaphore, max_recording_s: float, said_over: str) -> dict:
     """Camera, Start/Stop, the two microphones on the left; what was heard, said and how fast on the right."""
     ui = {}
     with gr.Row(equal_height=False):
@@ -282,6 +290,8 @@ def _layout(about: str, decodes: threading.Semaphore, max_recording_s: float) ->
             with gr.Row():
                 ui["start"] = gr.Button("Start hands-free", variant="primary", elem_id="voice-start")
                 ui["stop"] = gr.Button("Stop", variant="stop", elem_id="voice-stop")
+            if said_over:
+                gr.Markdown(said_over, elem_id="voice-hint")
             # the page's voice line (link.js) clicks these when it hears a question start and end
             ui["heard_start"] = gr.Button("heard: start", visible="hidden", elem_id="voice-heard-start")
             ui["heard_end"] = gr.Button("heard: end", visible="hidden", elem_id="voice-heard-end")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastvlm.speech.intent import ACKNOWLEDGEMENTS, STOP_PHRASES
+from fastvlm.speech.intent import ACKNOWLEDGEMENTS, REPEAT_PHRASES, STOP_PHRASES
 
 CONTINUE_MAX_S = 5.0  # the longest `voice_continue_s`: a question begun later after another never goes on with it
 
@@ -76,8 +76,10 @@ class AppSettings:
     voice_echo_speech_ms: int = 400
     # a spoken turn that is only these phrases ("Stop.", "Never mind.", "Okay, that's enough.") stops the answer it was
     # said over and asks nothing; one of only acknowledgements ("Okay.", "Yeah.", "Thanks.") asks nothing and the
-    # answer plays on, as after an "um" (fastvlm/speech/intent.py). Empty: such words are a question like any other
+    # answer plays on, as after an "um"; one of only repeat phrases ("Say that again?", "Pardon?") says the latest
+    # answer again from its start (fastvlm/speech/intent.py). Empty: such words are a question like any other
     voice_stop_phrases: tuple[str, ...] = STOP_PHRASES
+    voice_repeat_phrases: tuple[str, ...] = REPEAT_PHRASES
     voice_acknowledgements: tuple[str, ...] = ACKNOWLEDGEMENTS
     voice_noise_suppression: bool = False  # the browser's noise suppression
     voice_auto_gain: bool = False  # the browser's automatic gain control

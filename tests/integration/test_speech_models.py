@@ -97,14 +97,16 @@ def test_the_short_window_hears_the_questions_as_well_as_30_s_and_sooner(whisper
     assert spent["window"] < 0.8 * spent["30 s"]  # ~3x faster when measured alone (docs/speech.md)
 
 
-# said over a spoken answer: what each means (fastvlm/speech/intent.py); "That's enough." is left out: tiny.en
-# hears eSpeak NG's as "That's it." (a stop phrase too)
+# said over a spoken answer (or after it): what each means (fastvlm/speech/intent.py); "That's enough." is left
+# out: tiny.en hears eSpeak NG's as "That's it." (a stop phrase too)
 SAID_OVER_AN_ANSWER = {"Stop.": "stop", "Stop talking.": "stop", "Never mind.": "stop", "Okay, stop.": "stop",
                        "Be quiet.": "stop", "Okay.": "acknowledge", "Thank you.": "acknowledge",
-                       "Got it.": "acknowledge", "What does the stop sign say?": "ask"}
+                       "Got it.": "acknowledge", "Say that again?": "repeat", "Pardon?": "repeat",
+                       "Can you repeat that?": "repeat", "No, never mind.": "stop",
+                       "What does the stop sign say?": "ask"}
 
 
-def test_whisper_hears_a_spoken_stop_and_an_okay_for_what_they_are(whisper, espeak):
+def test_whisper_hears_stop_say_again_and_okay_for_what_they_are(whisper, espeak):
     heard = {}
     for said in SAID_OVER_AN_ANSWER:
         speech = espeak.synthesize(said)

@@ -41,6 +41,15 @@ class StopSaid:
 
 
 @dataclass(frozen=True)
+class SayAgain:
+    """The person asked for the answer again ("Say that again?", `voice_repeat_phrases`): it is said again from
+    its start. `text`: what was heard; `stt_s`: how long hearing it took."""
+
+    text: str
+    stt_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Answering:
     part: Partial
 
@@ -62,4 +71,4 @@ class Silent:
     reason: str
 
 
-VoiceEvent = Heard | NotHeard | PlaysOn | StopSaid | Answering | Said | Silent
+VoiceEvent = Heard | NotHeard | PlaysOn | StopSaid | SayAgain | Answering | Said | Silent

@@ -56,6 +56,21 @@ class SpokenAnswer:
         """The whole answer so far."""
         return self.request.answer_so_far + self.text
 
+    def again(self, queue: SpeechQueue, chunker: SentenceChunker, decode: bool = True,
+              settle_s: float = 1.0) -> SpokenAnswer | None:
+        """This answer said again into `queue` from its start, cut anew by `chunker`; then, if the engine had not
+        ended it (and `decode`), what a continuation of its decode says. None when it has no words, or when its
+        stream did not end within `settle_s`."""
+        if not self.settled.wait(settle_s) or not self.words.strip():
+            return None
+        for sentence in chunker.feed(self.words):
+            queue.say(sentence)
+        rest = SpokenAnswer(replace(self.request, answer_so_far=self.words), chunker, queue)
+        if self.finished or not decode:
+            rest.ended()
+            rest.settled.set()
+        return rest
+
     def going_on(self, queue: SpeechQueue, decode: bool = True, settle_s: float = 1.0) -> SpokenAnswer | None:
         """The rest of this answer, spoken into `queue`: first what was made but never played, then (if the
         engine had not ended it, and `decode`) what a continuation of its decode says. None when nothing is

@@ -30,7 +30,7 @@ from .prepare import prepare, prepare_turns
 from .models import SpeechModels, VoiceUnavailable
 from .page import CAMERA_ON_JS, LINE_JS, STATUS_CSS, STOP_JS
 from .session import TurnTimes, VoiceSession
-from .events import Answering, Heard, NotHeard, PlaysOn, Said, Silent, StopSaid, VoiceEvent
+from .events import Answering, Heard, NotHeard, PlaysOn, Said, SayAgain, Silent, StopSaid, VoiceEvent
 from .playing import speak_rest
 from .turn import answer_turn
 
@@ -165,6 +165,9 @@ def _show(events: Iterator[VoiceEvent], session: VoiceSession) -> Iterator[dict]
         elif isinstance(ev, StopSaid):  # the answer stays where it stopped; nothing was asked
             session.phase = _idle(session)
             yield {"transcript": ev.text, "status": status_html(session.phase)}
+        elif isinstance(ev, SayAgain):  # the answer shown is the one said again
+            session.phase = "thinking"
+            yield {"transcript": ev.text, "status": status_html("thinking"), "readout": readout(session.times)}
         elif isinstance(ev, Answering):
             yield {"answer": ev.part.text, "readout": readout(session.times)}
         elif isinstance(ev, Said):

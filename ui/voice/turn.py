@@ -23,7 +23,7 @@ from ..backend import Backend
 from ..settings import AppSettings
 from ..widgets import follow
 from .continuing import joined, put
-from .events import Answering, Heard, NotHeard, PlaysOn, StopSaid, VoiceEvent
+from .events import Answering, Heard, NotHeard, PlaysOn, SayAgain, StopSaid, VoiceEvent
 from .models import SpeechModels
 from .playing import LinePush, due
 from .session import TurnTimes, Utterance, VoiceSession
@@ -36,6 +36,7 @@ NO_SPEECH = "No speech heard: speak closer to the microphone, or check that it i
 NO_FRAME = "No camera frame yet: allow the camera (Start turns it on), then ask again."
 STT_FAILED = "The question could not be transcribed (details are in the server log). Ask again."
 ONLY_FILLERS = "Heard only “{}”: no question was asked. Ask again."
+NOTHING_TO_REPEAT = "Nothing was said yet to say again: ask a question first."
 CUT = "Only the first {:.0f} s of the question were heard: what you said after that was not. Ask in shorter parts."
 
 
@@ -58,11 +59,9 @@ def answer_turn(engine: Backend, models: SpeechModels, session: VoiceSession, se
 def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings, clock,
             u: Utterance, turn: int) -> Iterator[VoiceEvent]:
     heard = _meant(_transcribe(models.transcriber, u), settings)
-    if isinstance(heard, StopSaid):  # the answer stopped when this was asked: it stays so, and its sound goes
+    if isinstance(heard, (StopSaid, SayAgain)):
         if session.turn == turn:  # (a newer question has its own answer to give)
-            log.info("voice turn %d: told to stop (%r)", turn, heard.text)
-            session.drop_sound()
-            yield heard
+            yield from _told(engine, models, session, settings, clock, u, heard)
         return
     if isinstance(heard, NotHeard):
         sounding = session.held is not None
@@ -89,6 +88,28 @@ def _answer(engine: Backend, models: SpeechModels, session: VoiceSession, settin
     chunker = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words)
     session.times.begun_s = clock() - u.ended_at
     yield from _speak(engine, session, settings, clock, SpokenAnswer(request, chunker, SpeechQueue(models.speaker)))
+
+
+def _told(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings, clock,
+          u: Utterance, told: StopSaid | SayAgain) -> Iterator[VoiceEvent]:
+    """Told to stop: the answer stopped when this was asked stays so, and its sound goes. Told to say it again: it
+    is said again from its start (`SpokenAnswer.again`: going on to its end if this stopped its decode)."""
+    log.info("voice turn %d: told %r", session.turn, told.text)
+    session.drop_sound()
+    latest = session.answer
+    if isinstance(told, StopSaid):
+        yield told
+        return
+    chunker, queue = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words), SpeechQueue(models.speaker)
+    again = None if latest is None else latest.again(queue, chunker, engine.continues_answers)
+    if again is None:
+        yield NotHeard(NOTHING_TO_REPEAT)
+        return
+    session.times = TurnTimes(stt_s=told.stt_s, asked_s=u.asked_at - u.ended_at)
+    yield told
+    session.playing_until, session.first_sound_from = 0.0, u.ended_at
+    session.times.begun_s = clock() - u.ended_at
+    yield from _speak(engine, session, settings, clock, again)
 
 
 def _go_on(engine: Backend, models: SpeechModels, session: VoiceSession, settings: AppSettings,
@@ -149,14 +170,16 @@ def _said_aloud(events: Iterator[Event], answer: SpokenAnswer) -> Iterator[Event
         answer.settled.set()
 
 
-def _meant(heard: Transcript | NotHeard, settings: AppSettings) -> Transcript | NotHeard | StopSaid:
-    """Words that only say "stop", or only "okay" (asking nothing, as an "um"), are not a question."""
+def _meant(heard: Transcript | NotHeard, settings: AppSettings) -> Transcript | NotHeard | StopSaid | SayAgain:
+    """Words that only say "stop", "say that again" or only "okay" (asking nothing, as an "um") are no question."""
     if isinstance(heard, NotHeard):
         return heard
     text = heard.text.strip()
-    meant = intent(text, settings.voice_stop_phrases, settings.voice_acknowledgements)
+    meant = intent(text, settings.voice_stop_phrases, settings.voice_acknowledgements, settings.voice_repeat_phrases)
     if meant == "stop":
         return StopSaid(text)
+    if meant == "repeat":
+        return SayAgain(text, heard.elapsed_s)
     return NotHeard(ONLY_FILLERS.format(text)) if meant == "acknowledge" else heard
 
 

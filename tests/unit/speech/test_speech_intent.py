@@ -18,6 +18,18 @@ def test_only_acknowledgements_ask_nothing_and_stop_nothing(text):
     assert intent(text) == "acknowledge"
 
 
+@pytest.mark.parametrize("text", ["Say that again.", "Sorry, can you say that again?", "Pardon?", "What did you say?",
+                                  "Could you repeat that, please?", "Okay, one more time."])
+def test_only_repeat_phrases_with_courtesies_around_them_ask_for_the_answer_again(text):
+    assert intent(text) == "repeat"
+
+
+def test_a_stop_outranks_a_repeat_and_a_repeat_inside_a_question_is_a_question():
+    assert intent("Stop. Say that again.") == "stop"
+    assert intent("Say that again and then stop.") == "ask"
+    assert intent("Pardon?", repeat_phrases=()) == "ask"
+
+
 @pytest.mark.parametrize("text", ["What does the stop sign say?", "Stop the car?", "Is that enough?",
                                   "Yes, what is that?", "Okay, what color is it?", "Never mind the cup, what is that?",
                                   "Enough of this. What am I holding?", "Quiet here, isn't it?", ""])

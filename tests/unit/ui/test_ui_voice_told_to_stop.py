@@ -17,6 +17,16 @@ def kinds(sent) -> list[str]:
     return [m["type"] if isinstance(m, dict) else "sound" for m in sent]
 
 
+def warnings_of(engine, models) -> list[str]:
+    """The warnings a question just asked gives as it is answered over an open line, nothing playing."""
+    session = asked(models)
+    on_line(session)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        list(answer(engine, models, session, SETTINGS))
+    return [str(w.message) for w in warned]
+
+
 def test_stop_said_over_a_decoding_answer_stops_it_for_good_and_asks_nothing(tmp_path):
     engine = engine_saying(delay=0.02)
     models, session, sent, _ = interrupted(tmp_path, engine, chars=22, heard="Okay, stop.")
@@ -56,13 +66,8 @@ def test_with_nothing_playing_stop_asks_nothing_and_an_acknowledgement_says_so(t
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing to say: there was nothing to stop
         assert list(answer(engine, models, session, SETTINGS))[0]["transcript"] == "Stop."
-    models = make_models(tmp_path, FakeTranscriber("Thanks."))
-    session = asked(models)
-    on_line(session)
-    with warnings.catch_warnings(record=True) as warned:
-        warnings.simplefilter("always")
-        list(answer(engine, models, session, SETTINGS))
-    assert any("Heard only “Thanks.”" in str(w.message) for w in warned) and engine.lm.prefills == []
+    warned = warnings_of(engine, make_models(tmp_path, FakeTranscriber("Thanks.")))
+    assert any("Heard only “Thanks.”" in w for w in warned) and engine.lm.prefills == []
 
 
 def test_a_question_with_stop_in_it_and_stop_with_the_phrases_turned_off_are_questions(tmp_path):

@@ -7,11 +7,15 @@ from dataclasses import replace
 
 import numpy as np
 
+from fastvlm.engine.events import Request
 from fastvlm.engine.prompt import Turn
+from fastvlm.speech import SentenceChunker
 from tests.unit.ui.test_ui_voice import RATE, SETTINGS, FakeTranscriber, asked, make_engine, make_models, voice
-from tests.unit.ui.test_ui_voice_goes_on import SCRIPT, engine_saying, interrupted, wait_spoken
+from tests.unit.ui.test_ui_voice_goes_on import SCRIPT, Unvoiced, engine_saying, interrupted, wait_spoken
 from tests.unit.ui.test_ui_voice_tab import on_line, pcm
 from tests.unit.ui.test_ui_voice_told_to_stop import warnings_of
+from ui.voice.speech_queue import SpeechQueue
+from ui.voice.spoken import SpokenAnswer
 from ui.voice.tab import answer, status_html
 
 
@@ -51,6 +55,8 @@ def test_after_a_whole_answer_it_is_said_again_and_the_model_is_asked_nothing(tm
         updates = list(answer(engine, models, session, SETTINGS))
     assert updates[0]["transcript"] == "Pardon?" and "answer" not in updates[0]  # the answer shown stays
     wait_spoken(session)
+    times = session.times  # the readout's: from the end of "Pardon?"
+    assert times.stt_s == 0.01 and 0 <= times.asked_s <= times.begun_s <= times.first_sound_s < 5, times
     assert said_after(models, before) == SCRIPT.decode() and len(engine.lm.prefills) == prefills
 
 
@@ -62,3 +68,19 @@ def test_with_no_answer_yet_it_says_so_and_with_the_phrases_turned_off_it_is_a_q
     on_line(session)
     updates = list(answer(engine, models, session, replace(SETTINGS, voice_repeat_phrases=())))
     assert updates[0]["transcript"] == "Say that again." and len(engine.lm.prefills) == 1
+
+
+def test_an_answer_with_no_words_or_whose_text_is_not_final_is_not_said_again():
+    def answer_of(text: str) -> SpokenAnswer:
+        spoken = SpokenAnswer(Request(np.zeros((8, 8, 3), np.uint8), "q"), SentenceChunker(), SpeechQueue(Unvoiced()))
+        spoken.heard(text)
+        return spoken
+
+    quiet, streaming = answer_of(" "), answer_of("One two. Three")
+    quiet.settled.set()
+    assert quiet.again(SpeechQueue(Unvoiced()), SentenceChunker()) is None  # nothing to say again
+    assert streaming.again(SpeechQueue(Unvoiced()), SentenceChunker(), settle_s=0.01) is None  # still streaming
+    streaming.settled.set()
+    queue = SpeechQueue(Unvoiced())
+    rest = streaming.again(queue, SentenceChunker())
+    assert queue.sentences == ["One two."] and rest.request.answer_so_far == "One two. Three" and not rest.finished

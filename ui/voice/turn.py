@@ -96,10 +96,10 @@ def _told(engine: Backend, models: SpeechModels, session: VoiceSession, settings
     is said again from its start (`SpokenAnswer.again`: going on to its end if this stopped its decode)."""
     log.info("voice turn %d: told %r", session.turn, told.text)
     session.drop_sound()
-    latest = session.answer
     if isinstance(told, StopSaid):
         yield told
         return
+    latest = session.answer
     chunker, queue = SentenceChunker(first_phrase_words=settings.voice_first_phrase_words), SpeechQueue(models.speaker)
     again = None if latest is None else latest.again(queue, chunker, engine.continues_answers)
     if again is None:
